@@ -1,0 +1,62 @@
+#ifndef TESSERA_BACKEND_DEVICE_H_
+#define TESSERA_BACKEND_DEVICE_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "backend/buffer.h"
+#include "backend/event.h"
+#include "backend/stream.h"
+#include "graph/tensor.h"
+
+namespace tessera {
+
+enum class DeviceType { kCpu, kGpu, kRemote };
+std::string_view DeviceTypeName(DeviceType type);
+
+// Optional features, declared up front.
+struct DeviceCaps {
+  bool async = false;                 // streams queue work and return
+  bool events = false;                // CreateEvent works
+  bool host_buffer = false;           // host_buffer_type() is not null
+  bool buffer_from_host_ptr = false;  // host memory can be wrapped
+};
+
+struct DeviceProps {
+  std::string name;  // unique in a Registry, e.g. "cpu0", "cuda1"
+  std::string description;
+  DeviceType type = DeviceType::kCpu;
+  size_t memory_free = 0;
+  size_t memory_total = 0;
+  DeviceCaps caps;
+};
+
+// A compute device (ggml_backend_dev). Thread-safe.
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual const std::string& name() const = 0;
+  virtual DeviceProps Props() = 0;
+
+  // The device's own memory.
+  virtual BufferType& buffer_type() = 0;
+  // Pinned host memory for staging, if caps.host_buffer; else null.
+  virtual BufferType* host_buffer_type() { return nullptr; }
+
+  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;
+  // Errors: UNIMPLEMENTED unless caps.events.
+  virtual absl::StatusOr<std::unique_ptr<Event>> CreateEvent() = 0;
+
+  // Whether this device computes `node` (its op, types and shapes).
+  virtual bool SupportsOp(const Tensor& node) const = 0;
+  // Whether this device's streams can compute on tensors in `type`.
+  virtual bool SupportsBufferType(const BufferType& type) const = 0;
+};
+
+}  // namespace tessera
+
+#endif  // TESSERA_BACKEND_DEVICE_H_
