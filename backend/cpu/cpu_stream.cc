@@ -1,0 +1,299 @@
+#include "backend/cpu/cpu_stream.h"
+
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "backend/cpu/cpu_compute.h"
+#include "backend/cpu/cpu_device.h"
+#include "backend/cpu/cpu_event.h"
+#include "graph/graph.h"
+
+namespace tessera {
+namespace {
+
+// The same status with `prefix` in front of its message.
+absl::Status Prefixed(const absl::Status& status, std::string_view prefix) {
+  return absl::Status(status.code(),
+                      absl::StrFormat("%s%s", prefix, status.message()));
+}
+
+// Checks, when work is queued, that `t` is allocated in a buffer `device`
+// computes on and lies inside it.
+absl::Status CheckTensor(const CpuDevice& device, const Tensor& t,
+                         std::string_view where) {
+  if (t.data == nullptr || t.buffer == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("[%s %s] tensor %s is not allocated", device.name(),
+                        where, Describe(t)));
+  }
+  if (!device.SupportsBufferType(t.buffer->type())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s %s] tensor %s is in a %s buffer, which this device cannot use",
+        device.name(), where, Describe(t), t.buffer->type().name()));
+  }
+  if (absl::StatusOr<size_t> offset = t.buffer->OffsetOf(t); !offset.ok()) {
+    return Prefixed(offset.status(),
+                    absl::StrFormat("[%s %s] ", device.name(), where));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTensorRange(const CpuDevice& device, const Tensor& t,
+                              const void* data, size_t offset, size_t size,
+                              std::string_view where) {
+  if (absl::Status s = CheckTensor(device, t, where); !s.ok()) return s;
+  const size_t bytes = t.NumBytes();
+  if (offset > bytes || size > bytes - offset) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s %s] range of %u bytes at offset %u is outside the %u bytes of "
+        "tensor %s",
+        device.name(), where, size, offset, bytes, Describe(t)));
+  }
+  if (data == nullptr && size > 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s %s] null host pointer for %u bytes", device.name(), where, size));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuStream>> CpuStream::Create(
+    CpuDevice& device) {
+  absl::StatusOr<std::unique_ptr<ThreadPool>> pool =
+      ThreadPool::Create(device.n_threads());
+  if (!pool.ok()) {
+    return Prefixed(pool.status(), absl::StrFormat("[%s] ", device.name()));
+  }
+  std::unique_ptr<CpuStream> stream(new CpuStream(device, std::move(*pool)));
+  try {
+    stream->worker_ = std::thread(&CpuStream::WorkerLoop, stream.get());
+  } catch (const std::system_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("[%s] cannot start a stream worker thread: %s",
+                        device.name(), e.what()));
+  }
+  return stream;
+}
+
+CpuStream::CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool)
+    : device_(device), pool_(std::move(pool)) {}
+
+CpuStream::~CpuStream() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+Device& CpuStream::device() { return device_; }
+
+absl::Status CpuStream::SetTensorAsync(Tensor& t, const void* data,
+                                       size_t offset, size_t size) {
+  if (absl::Status s = CheckTensorRange(device_, t, data, offset, size,
+                                        "CpuStream::SetTensorAsync");
+      !s.ok()) {
+    return s;
+  }
+  Enqueue({[&t, data, offset, size] {
+    return t.buffer->SetTensor(t, data, offset, size);
+  }});
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::GetTensorAsync(const Tensor& t, void* data,
+                                       size_t offset, size_t size) {
+  if (absl::Status s = CheckTensorRange(device_, t, data, offset, size,
+                                        "CpuStream::GetTensorAsync");
+      !s.ok()) {
+    return s;
+  }
+  Enqueue({[&t, data, offset, size] {
+    return t.buffer->GetTensor(t, data, offset, size);
+  }});
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::CopyTensorAsync(const Tensor& src, Tensor& dst) {
+  constexpr std::string_view kWhere = "CpuStream::CopyTensorAsync";
+  if (absl::Status s = CheckTensor(device_, dst, kWhere); !s.ok()) return s;
+  if (src.data == nullptr || src.buffer == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("[%s %s] source %s is not allocated", device_.name(),
+                        kWhere, Describe(src)));
+  }
+  if (!src.buffer->type().is_host()) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "[%s %s] source %s is in device memory (%s) that the CPU cannot read",
+        device_.name(), kWhere, Describe(src), src.buffer->type().name()));
+  }
+  if (absl::StatusOr<size_t> offset = src.buffer->OffsetOf(src); !offset.ok()) {
+    return Prefixed(offset.status(),
+                    absl::StrFormat("[%s %s] ", device_.name(), kWhere));
+  }
+  const size_t bytes = dst.NumBytes();
+  if (src.NumBytes() != bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s %s] source %s has %u bytes, destination %s has %u", device_.name(),
+        kWhere, Describe(src), src.NumBytes(), Describe(dst), bytes));
+  }
+  // Both sides are host memory inside their buffers (checked above).
+  Enqueue({[&src, &dst, bytes] {
+    std::memmove(dst.data, src.data, bytes);
+    return absl::OkStatus();
+  }});
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::ComputeAsync(const Graph& graph) {
+  constexpr std::string_view kWhere = "CpuStream::ComputeAsync";
+  std::vector<Tensor*> nodes;
+  nodes.reserve(graph.nodes().size());
+  for (Tensor* node : graph.nodes()) {
+    if (node == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "[%s %s] the graph has a null node", device_.name(), kWhere));
+    }
+    if (absl::Status s = CheckTensor(device_, *node, kWhere); !s.ok()) {
+      return s;
+    }
+    for (const Tensor* src : node->src) {
+      if (src == nullptr) continue;
+      if (absl::Status s = CheckTensor(device_, *src, kWhere); !s.ok()) {
+        return s;
+      }
+    }
+    if (IsViewOp(node->op)) continue;  // views and NONE do no work
+    if (!device_.SupportsOp(*node)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "[%s %s] the device does not support node %s (op %d)", device_.name(),
+          kWhere, Describe(*node), static_cast<int32_t>(node->op)));
+    }
+    nodes.push_back(node);
+  }
+  if (nodes.empty()) return absl::OkStatus();
+  Enqueue({[this, nodes = std::move(nodes)] { return RunGraph(nodes); }});
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::RunGraph(const std::vector<Tensor*>& nodes) {
+  // Every thread computes its part of node i, then waits at the barrier;
+  // after it, all threads read the same failed_at and stop at the same node.
+  // failed_at only decreases, and a failure at a node after i sets a value
+  // > i, so it cannot make a thread stop early at node i.
+  const int nth = pool_->size();
+  absl::Mutex error_mu;
+  absl::Status error;
+  std::atomic<size_t> failed_at{std::numeric_limits<size_t>::max()};
+  pool_->Run([&](int ith) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      absl::Status s = CpuComputeNode(*nodes[i], ith, nth);
+      if (!s.ok()) {
+        absl::MutexLock lock(&error_mu);
+        if (i < failed_at.load(std::memory_order_relaxed)) {
+          failed_at.store(i, std::memory_order_relaxed);
+          error = std::move(s);
+        }
+      }
+      pool_->Barrier();
+      if (failed_at.load(std::memory_order_relaxed) <= i) return;
+    }
+  });
+  const size_t failed = failed_at.load(std::memory_order_relaxed);
+  if (failed == std::numeric_limits<size_t>::max()) return absl::OkStatus();
+  return Prefixed(
+      error, absl::StrFormat("[%s] computing node %u (%s): ", device_.name(),
+                             failed, Describe(*nodes[failed])));
+}
+
+absl::Status CpuStream::Synchronize() {
+  absl::MutexLock lock(&mu_);
+  const uint64_t target = queued_;
+  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return finished_ >= target;
+  };
+  mu_.Await(absl::Condition(&done));
+  return status_;
+}
+
+absl::Status CpuStream::RecordEvent(Event& event) {
+  auto* cpu_event = dynamic_cast<CpuEvent*>(&event);
+  if (cpu_event == nullptr || &event.device() != &device_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s CpuStream::RecordEvent] the event belongs to device %s",
+        device_.name(), event.device().name()));
+  }
+  const uint64_t ticket = cpu_event->Record();
+  Enqueue({[this, cpu_event, ticket] {
+             absl::Status status;
+             {
+               absl::MutexLock lock(&mu_);
+               status = status_;
+             }
+             cpu_event->Complete(ticket, std::move(status));
+             return absl::OkStatus();
+           },
+           /*is_marker=*/true});
+  return absl::OkStatus();
+}
+
+absl::Status CpuStream::WaitEvent(Event& event) {
+  const std::string prefix =
+      absl::StrFormat("[%s] waiting for an event of %s: ", device_.name(),
+                      event.device().name());
+  if (auto* cpu_event = dynamic_cast<CpuEvent*>(&event)) {
+    // The wait is for the recording current now, as a later recording must
+    // not delay (or deadlock) this stream.
+    const uint64_t ticket = cpu_event->last_recorded();
+    if (ticket == 0) return absl::OkStatus();
+    Enqueue({[cpu_event, ticket, prefix] {
+      absl::Status s = cpu_event->WaitFor(ticket);
+      return s.ok() ? s : Prefixed(s, prefix);
+    }});
+    return absl::OkStatus();
+  }
+  Enqueue({[&event, prefix] {
+    absl::Status s = event.Synchronize();
+    return s.ok() ? s : Prefixed(s, prefix);
+  }});
+  return absl::OkStatus();
+}
+
+void CpuStream::Enqueue(Task task) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(task));
+  ++queued_;
+}
+
+void CpuStream::WorkerLoop() {
+  while (true) {
+    Task task;
+    bool skip = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stopping_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, and everything has run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      skip = !status_.ok() && !task.is_marker;
+    }
+    absl::Status status = skip ? absl::OkStatus() : task.run();
+    // Free the task's captures before reporting it finished.
+    task.run = nullptr;
+    absl::MutexLock lock(&mu_);
+    if (!status.ok() && status_.ok()) status_ = std::move(status);
+    ++finished_;
+  }
+}
+
+}  // namespace tessera

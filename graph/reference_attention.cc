@@ -1,0 +1,315 @@
+// Reference kernels of attention: SOFT_MAX, ROPE and FLASH_ATTN_EXT. Work is
+// split by destination rows (FLASH_ATTN_EXT: one row per query and head).
+// SOFT_MAX and ROPE read each row fully before writing it, so dst may alias
+// src[0].
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "graph/reference_internal.h"
+#include "graph/tensor.h"
+#include "graph/type.h"
+
+namespace tessera::reference_internal {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// ALiBi slope of `head` of `n_head` (ggml's formula, in float): with h the
+// largest power of two <= n_head, m0 = 2^(-max_bias / h), m1 = 2^(-max_bias
+// / 2 / h); slope = m0^(head + 1) for head < h, else m1^(2 (head - h) + 1).
+// 1 when max_bias <= 0.
+float AlibiSlope(float max_bias, int64_t head, int64_t n_head) {
+  if (!(max_bias > 0.0f)) return 1.0f;
+  int64_t h = 1;
+  while (h * 2 <= n_head) h *= 2;
+  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(h));
+  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(h));
+  return head < h ? std::pow(m0, static_cast<float>(head + 1))
+                  : std::pow(m1, static_cast<float>(2 * (head - h) + 1));
+}
+
+// Checks an optional attention mask (F32 or F16, [n0, >= n1, m2, m3] with
+// n2 % m2 == 0 and n3 % m3 == 0).
+absl::Status CheckMask(const Tensor& node, const Tensor& mask, int64_t n0,
+                       int64_t n1, int64_t n2, int64_t n3) {
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &mask, "mask"));
+  if (mask.type != Type::kF32 && mask.type != Type::kF16) {
+    return Invalid(node, "mask ", Describe(mask), " must be f32 or f16");
+  }
+  if (mask.ne[0] != n0 || mask.ne[1] < n1 || mask.ne[2] <= 0 ||
+      mask.ne[3] <= 0 || n2 % mask.ne[2] != 0 || n3 % mask.ne[3] != 0) {
+    return Invalid(node, "mask ", Describe(mask), " does not fit [", n0,
+                   ", >= ", n1, ", ", n2, ", ", n3, "]");
+  }
+  return absl::OkStatus();
+}
+
+// YaRN correction dimension for `n_rot` rotations (ggml's
+// rope_yarn_corr_dim, in float): n_dims ln(n_ctx_orig / (2 pi n_rot)) /
+// (2 ln base).
+float YarnCorrDim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+  constexpr float kPi = 3.14159265358979323846f;
+  return static_cast<float>(n_dims) *
+         std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * kPi)) /
+         (2.0f * std::log(base));
+}
+
+struct RopeAngles {
+  std::vector<double> cos;  // one per rotated pair, scaled by mscale
+  std::vector<double> sin;
+};
+
+// cos and sin of each pair's angle at position `pos` (ggml's rope_yarn):
+//   theta_extrap = pos * base^(-2i / n_dims), theta_interp = freq_scale *
+//   theta_extrap; with ext_factor != 0, ramp = ext_factor * (1 - clamp((i -
+//   low) / max(0.001, high - low), 0, 1)) mixes them as theta = theta_interp
+//   (1 - ramp) + theta_extrap ramp and mscale = attn_factor (1 + 0.1
+//   ln(1 / freq_scale)); otherwise theta = theta_interp, mscale =
+//   attn_factor. [low, high] are the correction dims: floor/ceil of
+//   YarnCorrDim at beta_fast/beta_slow, clamped to [0, n_dims - 1].
+void ComputeRopeAngles(const Tensor& node, double pos, RopeAngles& out) {
+  const int n_dims = node.op_params[1];
+  const int n_ctx_orig = node.op_params[4];
+  const float freq_base = node.param<float>(5);
+  const float freq_scale = node.param<float>(6);
+  const float ext_factor = node.param<float>(7);
+  const float attn_factor = node.param<float>(8);
+  const float beta_fast = node.param<float>(9);
+  const float beta_slow = node.param<float>(10);
+
+  const float low = std::max(
+      0.0f, std::floor(YarnCorrDim(n_dims, n_ctx_orig, beta_fast, freq_base)));
+  const float high = std::min(
+      static_cast<float>(n_dims - 1),
+      std::ceil(YarnCorrDim(n_dims, n_ctx_orig, beta_slow, freq_base)));
+
+  const int pairs = n_dims / 2;
+  out.cos.resize(pairs);
+  out.sin.resize(pairs);
+  for (int i = 0; i < pairs; ++i) {
+    const double theta_extrap =
+        pos * std::pow(static_cast<double>(freq_base), -2.0 * i / n_dims);
+    const double theta_interp = freq_scale * theta_extrap;
+    double theta = theta_interp;
+    double mscale = attn_factor;
+    if (ext_factor != 0.0f) {
+      const double y =
+          (i - static_cast<double>(low)) / std::max(0.001f, high - low);
+      const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
+      theta = theta_interp * (1.0 - ramp) + theta_extrap * ramp;
+      mscale *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
+    }
+    out.cos[i] = std::cos(theta) * mscale;
+    out.sin[i] = std::sin(theta) * mscale;
+  }
+}
+
+}  // namespace
+
+absl::Status ComputeSoftMax(Tensor& node, int ith, int nth) {
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "a"));
+  const Tensor& a = *node.src[0];
+  const Tensor* mask = node.src[1];
+  TESSERA_RETURN_IF_ERROR(CheckType(node, a, "a", Type::kF32));
+  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", Type::kF32));
+  TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", a.ne));
+  if (mask != nullptr) {
+    TESSERA_RETURN_IF_ERROR(
+        CheckMask(node, *mask, a.ne[0], a.ne[1], a.ne[2], a.ne[3]));
+  }
+  if (node.IsEmpty()) return absl::OkStatus();
+
+  const float scale = node.param<float>(0);
+  const float max_bias = node.param<float>(1);
+  const Range rows = PartRange(node.NumRows(), ith, nth);
+  std::vector<float> x;
+  std::vector<float> m;
+  std::vector<double> w(a.ne[0]);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const RowIndex d = RowAt(node, r);
+    LoadRow(a, d.i1, d.i2, d.i3, x);
+    const float slope = AlibiSlope(max_bias, d.i2, a.ne[2]);
+    if (mask != nullptr) {
+      LoadRow(*mask, d.i1, d.i2 % mask->ne[2], d.i3 % mask->ne[3], m);
+    }
+    double max = kNegInf;
+    for (int64_t i = 0; i < a.ne[0]; ++i) {
+      w[i] = static_cast<double>(x[i]) * scale;
+      if (mask != nullptr) w[i] += static_cast<double>(slope) * m[i];
+      max = std::max(max, w[i]);
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < a.ne[0]; ++i) {
+      w[i] = std::exp(w[i] - max);
+      sum += w[i];
+    }
+    for (int64_t i = 0; i < a.ne[0]; ++i) {
+      x[i] = static_cast<float>(w[i] / sum);
+    }
+    StoreRow(node, d.i1, d.i2, d.i3, x.data());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ComputeRope(Tensor& node, int ith, int nth) {
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "a"));
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[1], "pos"));
+  const Tensor& a = *node.src[0];
+  const Tensor& pos = *node.src[1];
+  if (a.type != Type::kF32 && a.type != Type::kF16) {
+    return Invalid(node, "a ", Describe(a), " must be f32 or f16");
+  }
+  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", a.type));
+  TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", a.ne));
+  TESSERA_RETURN_IF_ERROR(CheckType(node, pos, "pos", Type::kI32));
+  const int64_t pos_ne[kMaxDims] = {a.ne[2], 1, 1, 1};
+  TESSERA_RETURN_IF_ERROR(CheckShape(node, pos, "pos", pos_ne));
+  const int32_t n_dims = node.op_params[1];
+  const int32_t mode = node.op_params[2];
+  if (n_dims < 0 || n_dims % 2 != 0 || n_dims > a.ne[0]) {
+    return Invalid(node, "n_dims ", n_dims, " must be even and in [0, ",
+                   a.ne[0], "]");
+  }
+  if (mode != kRopeNormal && mode != kRopeNeox) {
+    return Invalid(node, "unknown mode ", mode);
+  }
+  if (node.IsEmpty()) return absl::OkStatus();
+
+  // Normal mode rotates pairs (2i, 2i + 1), NeoX pairs (i, i + n_dims / 2);
+  // values past n_dims are copied.
+  const int64_t half = n_dims / 2;
+  const Range rows = PartRange(node.NumRows(), ith, nth);
+  std::vector<float> x;
+  RopeAngles angles;
+  int64_t angles_for = -1;
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const RowIndex d = RowAt(node, r);
+    if (d.i2 != angles_for) {
+      int32_t p;
+      std::memcpy(&p, ElementPtr(pos, d.i2, 0, 0, 0), sizeof(p));
+      ComputeRopeAngles(node, static_cast<double>(p), angles);
+      angles_for = d.i2;
+    }
+    LoadRow(a, d.i1, d.i2, d.i3, x);
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t j0 = mode == kRopeNeox ? i : 2 * i;
+      const int64_t j1 = mode == kRopeNeox ? i + half : 2 * i + 1;
+      const double x0 = x[j0];
+      const double x1 = x[j1];
+      x[j0] = static_cast<float>(x0 * angles.cos[i] - x1 * angles.sin[i]);
+      x[j1] = static_cast<float>(x0 * angles.sin[i] + x1 * angles.cos[i]);
+    }
+    StoreRow(node, d.i1, d.i2, d.i3, x.data());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ComputeFlashAttnExt(Tensor& node, int ith, int nth) {
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "q"));
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[1], "k"));
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[2], "v"));
+  const Tensor& q = *node.src[0];
+  const Tensor& k = *node.src[1];
+  const Tensor& v = *node.src[2];
+  const Tensor* mask = node.src[3];
+  TESSERA_RETURN_IF_ERROR(CheckType(node, q, "q", Type::kF32));
+  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", Type::kF32));
+  if (k.type != Type::kF32 && k.type != Type::kF16) {
+    return Invalid(node, "k ", Describe(k), " must be f32 or f16");
+  }
+  if (v.type != Type::kF32 && v.type != Type::kF16) {
+    return Invalid(node, "v ", Describe(v), " must be f32 or f16");
+  }
+  if (k.ne[0] != q.ne[0] || k.ne[2] <= 0 || k.ne[3] <= 0 ||
+      q.ne[2] % k.ne[2] != 0 || q.ne[3] % k.ne[3] != 0) {
+    return Invalid(node, "k ", Describe(k), " does not fit q ", Describe(q));
+  }
+  if (v.ne[1] != k.ne[1] || v.ne[2] != k.ne[2] || v.ne[3] != k.ne[3]) {
+    return Invalid(node, "v ", Describe(v), " does not fit k ", Describe(k));
+  }
+  const int64_t ne[kMaxDims] = {v.ne[0], q.ne[2], q.ne[1], q.ne[3]};
+  TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", ne));
+  if (mask != nullptr) {
+    TESSERA_RETURN_IF_ERROR(
+        CheckMask(node, *mask, k.ne[1], q.ne[1], q.ne[2], q.ne[3]));
+  }
+  if (node.IsEmpty()) return absl::OkStatus();
+
+  const float scale = node.param<float>(0);
+  const float max_bias = node.param<float>(1);
+  const float softcap = node.param<float>(2);
+  const int64_t n_kv = k.ne[1];
+  const int64_t group2 = q.ne[2] / k.ne[2];
+  const int64_t group3 = q.ne[3] / k.ne[3];
+
+  // Per (head, query, batch): scores s_j = scale q.k_j, softcapped to
+  // softcap tanh(s_j / softcap), plus slope * mask_j; -inf scores weigh 0;
+  // out = sum_j exp(s_j - max) v_j / sum_j exp(s_j - max), or 0 when every
+  // score is -inf.
+  const Range rows = PartRange(node.NumRows(), ith, nth);
+  std::vector<float> qr;
+  std::vector<float> kr;
+  std::vector<float> vr;
+  std::vector<float> m;
+  std::vector<double> s(n_kv);
+  std::vector<double> acc(v.ne[0]);
+  std::vector<float> out(v.ne[0]);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const RowIndex d = RowAt(node, r);
+    const int64_t head = d.i1;
+    const int64_t iq = d.i2;
+    const int64_t batch = d.i3;
+    const int64_t kh = head / group2;
+    const int64_t kb = batch / group3;
+    LoadRow(q, iq, head, batch, qr);
+    const float slope = AlibiSlope(max_bias, head, q.ne[2]);
+    if (mask != nullptr) {
+      LoadRow(*mask, iq, head % mask->ne[2], batch % mask->ne[3], m);
+    }
+    double max = kNegInf;
+    for (int64_t j = 0; j < n_kv; ++j) {
+      const double mv =
+          mask != nullptr ? static_cast<double>(slope) * m[j] : 0.0;
+      if (mv == kNegInf) {
+        s[j] = kNegInf;
+        continue;
+      }
+      LoadRow(k, j, kh, kb, kr);
+      double dot = 0.0;
+      for (int64_t i = 0; i < q.ne[0]; ++i) {
+        dot += static_cast<double>(qr[i]) * kr[i];
+      }
+      double score = dot * scale;
+      if (softcap != 0.0f) score = softcap * std::tanh(score / softcap);
+      s[j] = score + mv;
+      max = std::max(max, s[j]);
+    }
+    std::fill(acc.begin(), acc.end(), 0.0);
+    double sum = 0.0;
+    if (max != kNegInf) {
+      for (int64_t j = 0; j < n_kv; ++j) {
+        if (s[j] == kNegInf) continue;
+        const double w = std::exp(s[j] - max);
+        sum += w;
+        LoadRow(v, j, kh, kb, vr);
+        for (int64_t i = 0; i < v.ne[0]; ++i) acc[i] += w * vr[i];
+      }
+    }
+    for (int64_t i = 0; i < v.ne[0]; ++i) {
+      out[i] = sum > 0.0 ? static_cast<float>(acc[i] / sum) : 0.0f;
+    }
+    StoreRow(node, head, iq, batch, out.data());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::reference_internal

@@ -1,0 +1,199 @@
+// Reference kernels for elementwise ops: ADD, SUB, MUL, DIV (src1 broadcast
+// to src0), SCALE, SQR, SQRT, LOG, UNARY and GLU. Work is split by
+// destination rows; each row's inputs are read fully before it is written,
+// so dst may alias src[0].
+
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "graph/reference_internal.h"
+#include "graph/tensor.h"
+#include "graph/type.h"
+
+namespace tessera::reference_internal {
+namespace {
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+double Gelu(double x) {
+  constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;
+  constexpr double kCoefA = 0.044715;
+  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * x * (1.0 + kCoefA * x * x)));
+}
+
+double Silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+double ApplyUnary(UnaryOp op, double x) {
+  switch (op) {
+    case UnaryOp::kNeg:
+      return -x;
+    case UnaryOp::kRelu:
+      return x > 0.0 ? x : 0.0;
+    case UnaryOp::kGelu:
+      return Gelu(x);
+    case UnaryOp::kSilu:
+      return Silu(x);
+    case UnaryOp::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case UnaryOp::kTanh:
+      return std::tanh(x);
+    case UnaryOp::kExp:
+      return std::exp(x);
+  }
+  return x;  // Unreachable: the op is checked before use.
+}
+
+// Checks that `node` has src[0]'s type (a float type) and shape.
+absl::Status CheckSameAsSource(const Tensor& node) {
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "a"));
+  const Tensor& a = *node.src[0];
+  TESSERA_RETURN_IF_ERROR(CheckFloatType(node, a, "a"));
+  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", a.type));
+  return CheckShape(node, node, "dst", a.ne);
+}
+
+}  // namespace
+
+absl::Status ComputeBinary(Tensor& node, int ith, int nth) {
+  TESSERA_RETURN_IF_ERROR(CheckSameAsSource(node));
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[1], "b"));
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  if (b.type != Type::kF32 && b.type != a.type) {
+    return Invalid(node, "b ", Describe(b), " must be f32 or the type of a ",
+                   Describe(a));
+  }
+  if (node.IsEmpty()) return absl::OkStatus();
+  TESSERA_RETURN_IF_ERROR(CheckBroadcast(node, b, "b", a, "a"));
+
+  const Range rows = PartRange(node.NumRows(), ith, nth);
+  std::vector<float> x;
+  std::vector<float> y;
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const RowIndex d = RowAt(node, r);
+    LoadRow(a, d.i1, d.i2, d.i3, x);
+    LoadRow(b, d.i1 % b.ne[1], d.i2 % b.ne[2], d.i3 % b.ne[3], y);
+    for (int64_t i0 = 0; i0 < node.ne[0]; ++i0) {
+      const float v = y[i0 % b.ne[0]];
+      switch (node.op) {
+        case Op::kAdd:
+          x[i0] += v;
+          break;
+        case Op::kSub:
+          x[i0] -= v;
+          break;
+        case Op::kMul:
+          x[i0] *= v;
+          break;
+        default:  // Op::kDiv; the dispatcher sends nothing else here.
+          x[i0] /= v;
+          break;
+      }
+    }
+    StoreRow(node, d.i1, d.i2, d.i3, x.data());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ComputeUnaryLike(Tensor& node, int ith, int nth) {
+  TESSERA_RETURN_IF_ERROR(CheckSameAsSource(node));
+  const Tensor& a = *node.src[0];
+  const int32_t unary = node.op_params[0];
+  if (node.op == Op::kUnary && (unary < 0 || unary >= kUnaryOpCount)) {
+    return Invalid(node, "unknown unary op ", unary);
+  }
+  if (node.IsEmpty()) return absl::OkStatus();
+
+  const float scale = node.param<float>(0);
+  const float bias = node.param<float>(1);
+  const Range rows = PartRange(node.NumRows(), ith, nth);
+  std::vector<float> x;
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const RowIndex d = RowAt(node, r);
+    LoadRow(a, d.i1, d.i2, d.i3, x);
+    for (float& v : x) {
+      const double in = v;
+      double out = in;
+      switch (node.op) {
+        case Op::kScale:
+          out = in * scale + bias;
+          break;
+        case Op::kSqr:
+          out = in * in;
+          break;
+        case Op::kSqrt:
+          out = std::sqrt(in);
+          break;
+        case Op::kLog:
+          out = std::log(in);
+          break;
+        default:  // Op::kUnary; the dispatcher sends nothing else here.
+          out = ApplyUnary(static_cast<UnaryOp>(unary), in);
+          break;
+      }
+      v = static_cast<float>(out);
+    }
+    StoreRow(node, d.i1, d.i2, d.i3, x.data());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ComputeGlu(Tensor& node, int ith, int nth) {
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
+  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "a"));
+  const Tensor& a = *node.src[0];
+  const Tensor* b = node.src[1];
+  TESSERA_RETURN_IF_ERROR(CheckFloatType(node, a, "a"));
+  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", a.type));
+  const int32_t glu = node.op_params[0];
+  const int32_t swapped = node.op_params[1];
+  if (glu < 0 || glu >= kGluOpCount) {
+    return Invalid(node, "unknown glu op ", glu);
+  }
+  if (swapped != 0 && swapped != 1) {
+    return Invalid(node, "swapped must be 0 or 1, not ", swapped);
+  }
+  if (b != nullptr) {
+    TESSERA_RETURN_IF_ERROR(CheckOperand(node, b, "b"));
+    TESSERA_RETURN_IF_ERROR(CheckType(node, *b, "b", a.type));
+    TESSERA_RETURN_IF_ERROR(CheckShape(node, *b, "b", a.ne));
+    TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", a.ne));
+  } else {
+    const int64_t ne[kMaxDims] = {a.ne[0] / 2, a.ne[1], a.ne[2], a.ne[3]};
+    if (a.ne[0] % 2 != 0) {
+      return Invalid(node, "a ", Describe(a), " has an odd row length");
+    }
+    TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", ne));
+  }
+  if (node.IsEmpty()) return absl::OkStatus();
+
+  const int64_t n = node.ne[0];
+  const Range rows = PartRange(node.NumRows(), ith, nth);
+  std::vector<float> x;
+  std::vector<float> y;
+  std::vector<float> out(n);
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const RowIndex d = RowAt(node, r);
+    LoadRow(a, d.i1, d.i2, d.i3, x);
+    const float* act_in = x.data();
+    const float* gate = x.data() + n;
+    if (b != nullptr) {
+      LoadRow(*b, d.i1, d.i2, d.i3, y);
+      gate = y.data();
+    }
+    if (swapped) std::swap(act_in, gate);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = act_in[i];
+      const double act =
+          static_cast<GluOp>(glu) == GluOp::kSwiGlu ? Silu(v) : Gelu(v);
+      out[i] = static_cast<float>(act * gate[i]);
+    }
+    StoreRow(node, d.i1, d.i2, d.i3, out.data());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::reference_internal
