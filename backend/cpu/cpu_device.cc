@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "backend/cpu/cpu_buffer.h"
 #include "backend/cpu/cpu_compute.h"
-#include "backend/cpu/cpu_event.h"
+#include "backend/ticket_event.h"
 #include "backend/cpu/cpu_stream.h"
 
 namespace tessera {
@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Stream>> CpuDevice::CreateStream() {
 }
 
 absl::StatusOr<std::unique_ptr<Event>> CpuDevice::CreateEvent() {
-  return std::make_unique<CpuEvent>(*this);
+  return std::make_unique<TicketEvent>(*this);
 }
 
 bool CpuDevice::SupportsOp(const Tensor& node) const {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "backend/cpu/cpu_compute.h"
 #include "backend/cpu/cpu_device.h"
-#include "backend/cpu/cpu_event.h"
+#include "backend/ticket_event.h"
 #include "graph/graph.h"
 
 namespace tessera {
@@ -224,7 +224,7 @@ absl::Status CpuStream::Synchronize() {
 }
 
 absl::Status CpuStream::RecordEvent(Event& event) {
-  auto* cpu_event = dynamic_cast<CpuEvent*>(&event);
+  auto* cpu_event = dynamic_cast<TicketEvent*>(&event);
   if (cpu_event == nullptr || &event.device() != &device_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "[%s CpuStream::RecordEvent] the event belongs to device %s",
@@ -248,7 +248,7 @@ absl::Status CpuStream::WaitEvent(Event& event) {
   const std::string prefix =
       absl::StrFormat("[%s] waiting for an event of %s: ", device_.name(),
                       event.device().name());
-  if (auto* cpu_event = dynamic_cast<CpuEvent*>(&event)) {
+  if (auto* cpu_event = dynamic_cast<TicketEvent*>(&event)) {
     // The wait is for the recording current now, as a later recording must
     // not delay (or deadlock) this stream.
     const uint64_t ticket = cpu_event->last_recorded();

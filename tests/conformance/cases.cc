@@ -16,7 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/ops.h"
 #include "graph/type.h"
-#include "tests/conformance/status_macros.h"
+#include "graph/status_macros.h"
 
 namespace tessera::conformance {
 
@@ -117,19 +117,19 @@ absl::StatusOr<Tensor*> Input(Context& ctx, Type type, const Shape& ne,
     case Layout::kContiguous:
       return ctx.NewTensor(type, ne);
     case Layout::kPermuted: {
-      CONF_ASSIGN_OR_RETURN(Tensor * leaf,
+      TESSERA_ASSIGN_OR_RETURN(Tensor * leaf,
                             ctx.NewTensor(type, {ne[0], ne[2], ne[1], ne[3]}));
       return Permute(ctx, leaf, 0, 2, 1, 3);
     }
     case Layout::kTransposed: {
-      CONF_ASSIGN_OR_RETURN(Tensor * leaf,
+      TESSERA_ASSIGN_OR_RETURN(Tensor * leaf,
                             ctx.NewTensor(type, {ne[1], ne[0], ne[2], ne[3]}));
       return Transpose(ctx, leaf);
     }
     case Layout::kStrided: {
       const int64_t block = Traits(type).block_size;
       const int64_t pad = block == 1 ? 3 : block;
-      CONF_ASSIGN_OR_RETURN(
+      TESSERA_ASSIGN_OR_RETURN(
           Tensor * leaf,
           ctx.NewTensor(type, {ne[0] + pad, ne[1], ne[2], ne[3]}));
       return View(ctx, leaf, ne, {leaf->nb[1], leaf->nb[2], leaf->nb[3]},
@@ -141,7 +141,7 @@ absl::StatusOr<Tensor*> Input(Context& ctx, Type type, const Shape& ne,
 
 Build WithInput(Type type, Shape ne, Layout layout, OneInputOp op) {
   return [=](Context& ctx) -> absl::StatusOr<Tensor*> {
-    CONF_ASSIGN_OR_RETURN(Tensor * a, Input(ctx, type, ne, layout));
+    TESSERA_ASSIGN_OR_RETURN(Tensor * a, Input(ctx, type, ne, layout));
     return op(ctx, a);
   };
 }
@@ -149,8 +149,8 @@ Build WithInput(Type type, Shape ne, Layout layout, OneInputOp op) {
 Build WithInputs(Type ta, Shape na, Layout la, Type tb, Shape nb, Layout lb,
                  TwoInputOp op) {
   return [=](Context& ctx) -> absl::StatusOr<Tensor*> {
-    CONF_ASSIGN_OR_RETURN(Tensor * a, Input(ctx, ta, na, la));
-    CONF_ASSIGN_OR_RETURN(Tensor * b, Input(ctx, tb, nb, lb));
+    TESSERA_ASSIGN_OR_RETURN(Tensor * a, Input(ctx, ta, na, la));
+    TESSERA_ASSIGN_OR_RETURN(Tensor * b, Input(ctx, tb, nb, lb));
     return op(ctx, a, b);
   };
 }
@@ -209,16 +209,16 @@ void AddCopyCases(CaseList& cases) {
   cases.Add(
       "CONT VIEW f32 4x3x2 of 10x6x4", kNmseF32,
       [](Context& ctx) -> absl::StatusOr<Tensor*> {
-        CONF_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(kF32, {10, 6, 4, 1}));
-        CONF_ASSIGN_OR_RETURN(Tensor * v,
+        TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(kF32, {10, 6, 4, 1}));
+        TESSERA_ASSIGN_OR_RETURN(Tensor * v,
                               View(ctx, a, {4, 3, 2}, {2 * a->nb[1], a->nb[2]},
                                    2 * a->nb[0] + a->nb[1]));
         return Cont(ctx, v);
       });
   cases.Add("CONT VIEW f16 7 of 10x6", kNmseF16,
             [](Context& ctx) -> absl::StatusOr<Tensor*> {
-              CONF_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(kF16, {10, 6}));
-              CONF_ASSIGN_OR_RETURN(Tensor * v,
+              TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(kF16, {10, 6}));
+              TESSERA_ASSIGN_OR_RETURN(Tensor * v,
                                     View(ctx, a, {7}, {}, 5 * a->nb[0]));
               return Cont(ctx, v);
             });
@@ -228,8 +228,8 @@ void AddCopyCases(CaseList& cases) {
       WithInputs(
           kF32, {6, 5, 3, 1}, kC, kF32, {6, 5, 3, 1}, kC,
           [](Context& ctx, Tensor* a, Tensor* b) -> absl::StatusOr<Tensor*> {
-            CONF_ASSIGN_OR_RETURN(Tensor * s, Add(ctx, a, b));
-            CONF_ASSIGN_OR_RETURN(Tensor * v,
+            TESSERA_ASSIGN_OR_RETURN(Tensor * s, Add(ctx, a, b));
+            TESSERA_ASSIGN_OR_RETURN(Tensor * v,
                                   View(ctx, s, {3, 5, 2}, {s->nb[1], s->nb[2]},
                                        s->nb[0] + s->nb[2]));
             return Cont(ctx, v);
@@ -238,7 +238,7 @@ void AddCopyCases(CaseList& cases) {
     cases.Add("CONT PERMUTE 2031 " + Operand(t, {3, 4, 5, 6}), NmseForType(t),
               WithInput(t, {3, 4, 5, 6}, kC,
                         [](Context& ctx, Tensor* a) -> absl::StatusOr<Tensor*> {
-                          CONF_ASSIGN_OR_RETURN(Tensor * p,
+                          TESSERA_ASSIGN_OR_RETURN(Tensor * p,
                                                 Permute(ctx, a, 2, 0, 3, 1));
                           return Cont(ctx, p);
                         }));
@@ -246,7 +246,7 @@ void AddCopyCases(CaseList& cases) {
   cases.Add("CONT PERMUTE 0321 q8_0 32x3x4x2", kNmseF32,
             WithInput(kQ8_0, {32, 3, 4, 2}, kC,
                       [](Context& ctx, Tensor* a) -> absl::StatusOr<Tensor*> {
-                        CONF_ASSIGN_OR_RETURN(Tensor * p,
+                        TESSERA_ASSIGN_OR_RETURN(Tensor * p,
                                               Permute(ctx, a, 0, 3, 2, 1));
                         return Cont(ctx, p);
                       }));
@@ -255,23 +255,23 @@ void AddCopyCases(CaseList& cases) {
       WithInput(
           kF32, {12, 5, 2, 1}, kC,
           [](Context& ctx, Tensor* a) -> absl::StatusOr<Tensor*> {
-            CONF_ASSIGN_OR_RETURN(Tensor * r, Reshape(ctx, a, {10, 6, 2}));
-            CONF_ASSIGN_OR_RETURN(Tensor * t, Transpose(ctx, r));
+            TESSERA_ASSIGN_OR_RETURN(Tensor * r, Reshape(ctx, a, {10, 6, 2}));
+            TESSERA_ASSIGN_OR_RETURN(Tensor * t, Transpose(ctx, r));
             return Cont(ctx, t);
           }));
   cases.Add("CONT TRANSPOSE of SCALE f32 33x7", kNmseF32,
             WithInput(kF32, {33, 7, 1, 1}, kC,
                       [](Context& ctx, Tensor* a) -> absl::StatusOr<Tensor*> {
-                        CONF_ASSIGN_OR_RETURN(Tensor * s, Scale(ctx, a, 2.0f));
-                        CONF_ASSIGN_OR_RETURN(Tensor * t, Transpose(ctx, s));
+                        TESSERA_ASSIGN_OR_RETURN(Tensor * s, Scale(ctx, a, 2.0f));
+                        TESSERA_ASSIGN_OR_RETURN(Tensor * t, Transpose(ctx, s));
                         return Cont(ctx, t);
                       }));
   cases.Add(
       "SCALE RESHAPE of SQR f32 12x5 as 6x10", kNmseF32,
       WithInput(kF32, {12, 5, 1, 1}, kC,
                 [](Context& ctx, Tensor* a) -> absl::StatusOr<Tensor*> {
-                  CONF_ASSIGN_OR_RETURN(Tensor * s, Sqr(ctx, a));
-                  CONF_ASSIGN_OR_RETURN(Tensor * r, Reshape(ctx, s, {6, 10}));
+                  TESSERA_ASSIGN_OR_RETURN(Tensor * s, Sqr(ctx, a));
+                  TESSERA_ASSIGN_OR_RETURN(Tensor * r, Reshape(ctx, s, {6, 10}));
                   return Scale(ctx, r, -3.0f);
                 }));
 }
@@ -333,7 +333,7 @@ void AddCpyCases(CaseList& cases) {
         WithInputs(kF32, {64, 4, 1, 1}, kC, t, {64, 10, 1, 1}, kC,
                    [](Context& ctx, Tensor* a,
                       Tensor* cache) -> absl::StatusOr<Tensor*> {
-                     CONF_ASSIGN_OR_RETURN(
+                     TESSERA_ASSIGN_OR_RETURN(
                          Tensor * rows, View(ctx, cache, {64, 4},
                                              {cache->nb[1]}, 3 * cache->nb[1]));
                      return Cpy(ctx, a, rows);
@@ -568,10 +568,10 @@ void AddRowCases(CaseList& cases) {
     if (s.max_bias != 0.0f) absl::StrAppend(&name, " max_bias ", s.max_bias);
     cases.Add(name, s.mask_type ? NmseForType(*s.mask_type) : kNmseF32,
               [s](Context& ctx) -> absl::StatusOr<Tensor*> {
-                CONF_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(kF32, s.ne));
+                TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(kF32, s.ne));
                 Tensor* mask = nullptr;
                 if (s.mask_type) {
-                  CONF_ASSIGN_OR_RETURN(mask,
+                  TESSERA_ASSIGN_OR_RETURN(mask,
                                         ctx.NewTensor(*s.mask_type, s.mask_ne));
                 }
                 return SoftMax(ctx, a, mask, s.scale, s.max_bias);
@@ -662,9 +662,9 @@ void AddRowIndexCases(CaseList& cases) {
                        Operand(kF32, nb, v.lb), " at ", Operand(kI32, nc)),
           NmseForType(t),
           [t, v, nb, nc](Context& ctx) -> absl::StatusOr<Tensor*> {
-            CONF_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(t, v.a));
-            CONF_ASSIGN_OR_RETURN(Tensor * b, Input(ctx, kF32, nb, v.lb));
-            CONF_ASSIGN_OR_RETURN(Tensor * c, ctx.NewTensor(kI32, nc));
+            TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(t, v.a));
+            TESSERA_ASSIGN_OR_RETURN(Tensor * b, Input(ctx, kF32, nb, v.lb));
+            TESSERA_ASSIGN_OR_RETURN(Tensor * c, ctx.NewTensor(kI32, nc));
             return SetRows(ctx, a, b, c);
           });
     }
@@ -782,16 +782,16 @@ void AddFlashAttnCases(CaseList& cases) {
       cases.Add(
           name, kv == kF16 ? kNmseFlashAttnF16 : kNmseFlashAttnF32,
           [kv, v, l](Context& ctx) -> absl::StatusOr<Tensor*> {
-            CONF_ASSIGN_OR_RETURN(
+            TESSERA_ASSIGN_OR_RETURN(
                 Tensor * q, Input(ctx, kF32, {v.d, v.n_q, v.h, v.batch}, l));
-            CONF_ASSIGN_OR_RETURN(
+            TESSERA_ASSIGN_OR_RETURN(
                 Tensor * k, Input(ctx, kv, {v.d, v.n_kv, v.h_kv, v.batch}, l));
-            CONF_ASSIGN_OR_RETURN(
+            TESSERA_ASSIGN_OR_RETURN(
                 Tensor * val,
                 Input(ctx, kv, {v.dv, v.n_kv, v.h_kv, v.batch}, l));
             Tensor* mask = nullptr;
             if (v.mask_type) {
-              CONF_ASSIGN_OR_RETURN(mask,
+              TESSERA_ASSIGN_OR_RETURN(mask,
                                     ctx.NewTensor(*v.mask_type, v.mask_ne));
             }
             const float scale = 1.0f / std::sqrt(static_cast<float>(v.d));

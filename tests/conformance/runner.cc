@@ -23,7 +23,7 @@
 #include "graph/tensor.h"
 #include "graph/tensor_allocator.h"
 #include "graph/type.h"
-#include "tests/conformance/status_macros.h"
+#include "graph/status_macros.h"
 
 namespace tessera::conformance {
 
@@ -344,9 +344,9 @@ absl::Status Compare(const OpCase& op_case, const Device& device,
 absl::Status RunCase(const OpCase& op_case, Device& device, uint32_t seed) {
   BuiltCase dev;
   BuiltCase ref;
-  CONF_RETURN_IF_ERROR(BuildCase(op_case, dev));
-  CONF_RETURN_IF_ERROR(BuildCase(op_case, ref));
-  CONF_RETURN_IF_ERROR(CheckSameStructure(op_case, dev.graph, ref.graph));
+  TESSERA_RETURN_IF_ERROR(BuildCase(op_case, dev));
+  TESSERA_RETURN_IF_ERROR(BuildCase(op_case, ref));
+  TESSERA_RETURN_IF_ERROR(CheckSameStructure(op_case, dev.graph, ref.graph));
 
   for (const Tensor* node : dev.graph.nodes()) {
     if (!IsViewOp(node->op) && !device.SupportsOp(*node)) {
@@ -359,15 +359,15 @@ absl::Status RunCase(const OpCase& op_case, Device& device, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<std::vector<uint8_t>> leaf_data;
   for (const Tensor* leaf : ref.graph.leafs()) {
-    CONF_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+    TESSERA_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
                           LeafData(op_case, *leaf, ref.graph, rng));
     leaf_data.push_back(std::move(bytes));
   }
 
   HostStorage storage;
-  CONF_ASSIGN_OR_RETURN(std::vector<double> expected,
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> expected,
                         ComputeReference(op_case, ref, leaf_data, storage));
-  CONF_ASSIGN_OR_RETURN(std::vector<double> actual,
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> actual,
                         ComputeOnDevice(op_case, device, dev, leaf_data));
   return Compare(op_case, device, *dev.out, actual, expected);
 }

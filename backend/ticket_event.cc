@@ -1,33 +1,31 @@
-#include "backend/cpu/cpu_event.h"
+#include "backend/ticket_event.h"
 
 #include <utility>
 
-#include "backend/cpu/cpu_device.h"
-
 namespace tessera {
 
-CpuEvent::CpuEvent(CpuDevice& device) : device_(device) {}
+TicketEvent::TicketEvent(Device& device) : device_(device) {}
 
-Device& CpuEvent::device() { return device_; }
+Device& TicketEvent::device() { return device_; }
 
-absl::Status CpuEvent::Synchronize() { return WaitFor(last_recorded()); }
+absl::Status TicketEvent::Synchronize() { return WaitFor(last_recorded()); }
 
-bool CpuEvent::IsDone() {
+bool TicketEvent::IsDone() {
   absl::MutexLock lock(&mu_);
   return completed_ >= recorded_;
 }
 
-uint64_t CpuEvent::Record() {
+uint64_t TicketEvent::Record() {
   absl::MutexLock lock(&mu_);
   return ++recorded_;
 }
 
-uint64_t CpuEvent::last_recorded() {
+uint64_t TicketEvent::last_recorded() {
   absl::MutexLock lock(&mu_);
   return recorded_;
 }
 
-void CpuEvent::Complete(uint64_t ticket, absl::Status status) {
+void TicketEvent::Complete(uint64_t ticket, absl::Status status) {
   absl::MutexLock lock(&mu_);
   // Recordings on two streams may complete out of order; the newest wins.
   if (ticket <= completed_) return;
@@ -35,7 +33,7 @@ void CpuEvent::Complete(uint64_t ticket, absl::Status status) {
   status_ = std::move(status);
 }
 
-absl::Status CpuEvent::WaitFor(uint64_t ticket) {
+absl::Status TicketEvent::WaitFor(uint64_t ticket) {
   absl::MutexLock lock(&mu_);
   auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return completed_ >= ticket;

@@ -1,5 +1,5 @@
-#ifndef TESSERA_BACKEND_CPU_CPU_EVENT_H_
-#define TESSERA_BACKEND_CPU_CPU_EVENT_H_
+#ifndef TESSERA_BACKEND_TICKET_EVENT_H_
+#define TESSERA_BACKEND_TICKET_EVENT_H_
 
 #include <cstdint>
 
@@ -10,15 +10,16 @@
 
 namespace tessera {
 
-class CpuDevice;
+class Device;
 
-// An event of a CPU device. Each recording gets a ticket (1, 2, ...); the
+// An event of a device whose streams run a worker queue (CPU and remote
+// devices, backend/task_queue.h). Each recording gets a ticket (1, 2, ...); the
 // recording stream completes the ticket, with its sticky status, when its
 // worker reaches the marker. A wait for ticket t returns once a ticket >= t
 // is complete: recording again replaces the previous marker. Thread-safe.
-class CpuEvent final : public Event {
+class TicketEvent final : public Event {
  public:
-  explicit CpuEvent(CpuDevice& device);
+  explicit TicketEvent(Device& device);
 
   Device& device() override;
   // Waits for the latest recording (OK at once if never recorded).
@@ -37,7 +38,7 @@ class CpuEvent final : public Event {
   absl::Status WaitFor(uint64_t ticket);
 
  private:
-  CpuDevice& device_;
+  Device& device_;
   absl::Mutex mu_;
   uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
@@ -47,4 +48,4 @@ class CpuEvent final : public Event {
 
 }  // namespace tessera
 
-#endif  // TESSERA_BACKEND_CPU_CPU_EVENT_H_
+#endif  // TESSERA_BACKEND_TICKET_EVENT_H_

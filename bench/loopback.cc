@@ -1,0 +1,197 @@
+#include "bench/loopback.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera::bench {
+namespace {
+
+// Commands: 'u' size (8 bytes) then size bytes, answered by one byte;
+// 'd' size, answered by size bytes; 'p' size count, then count echoes;
+// 'q' ends the server.
+bool SendAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool RecvAll(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t k = recv(fd, p, n, 0);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+void NoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+absl::Status Errno(const char* what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+double Since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       start)
+      .count();
+}
+
+constexpr size_t kBlock = 1 << 20;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Loopback>> Loopback::Open() {
+  std::unique_ptr<Loopback> lb(new Loopback);
+  lb->listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  if (lb->listen_fd_ < 0) return Errno("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(lb->listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      listen(lb->listen_fd_, 1) != 0 ||
+      getsockname(lb->listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) !=
+          0) {
+    return Errno("bind/listen");
+  }
+  lb->client_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  if (lb->client_fd_ < 0 ||
+      connect(lb->client_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    return Errno("connect");
+  }
+  lb->server_fd_ = accept(lb->listen_fd_, nullptr, nullptr);
+  if (lb->server_fd_ < 0) return Errno("accept");
+  NoDelay(lb->client_fd_);
+  NoDelay(lb->server_fd_);
+  lb->server_ = std::thread(&Loopback::Serve, lb.get());
+  return lb;
+}
+
+Loopback::~Loopback() {
+  if (server_.joinable()) {
+    const char quit = 'q';
+    SendAll(client_fd_, &quit, 1);
+    server_.join();
+  }
+  for (int fd : {client_fd_, server_fd_, listen_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void Loopback::Serve() {
+  std::vector<char> buf(kBlock);
+  char cmd = 0;
+  while (RecvAll(server_fd_, &cmd, 1) && cmd != 'q') {
+    uint64_t size = 0;
+    if (!RecvAll(server_fd_, &size, sizeof(size))) return;
+    if (cmd == 'u') {
+      for (uint64_t done = 0; done < size;) {
+        const size_t n = std::min<uint64_t>(kBlock, size - done);
+        if (!RecvAll(server_fd_, buf.data(), n)) return;
+        done += n;
+      }
+      if (!SendAll(server_fd_, &cmd, 1)) return;
+    } else if (cmd == 'd') {
+      for (uint64_t done = 0; done < size;) {
+        const size_t n = std::min<uint64_t>(kBlock, size - done);
+        if (!SendAll(server_fd_, buf.data(), n)) return;
+        done += n;
+      }
+    } else if (cmd == 'p') {
+      uint64_t count = 0;
+      if (!RecvAll(server_fd_, &count, sizeof(count))) return;
+      for (uint64_t i = 0; i < count; ++i) {
+        if (!RecvAll(server_fd_, buf.data(), size) ||
+            !SendAll(server_fd_, buf.data(), size)) {
+          return;
+        }
+      }
+    }
+  }
+}
+
+absl::StatusOr<double> Loopback::Upload(size_t bytes) {
+  std::vector<char> buf(kBlock, 1);
+  const auto start = std::chrono::steady_clock::now();
+  const char cmd = 'u';
+  const uint64_t size = bytes;
+  bool ok = SendAll(client_fd_, &cmd, 1) &&
+            SendAll(client_fd_, &size, sizeof(size));
+  for (size_t done = 0; ok && done < bytes;) {
+    const size_t n = std::min(kBlock, bytes - done);
+    ok = SendAll(client_fd_, buf.data(), n);
+    done += n;
+  }
+  char ack = 0;
+  if (!ok || !RecvAll(client_fd_, &ack, 1)) return Errno("upload");
+  return Since(start);
+}
+
+absl::StatusOr<double> Loopback::Download(size_t bytes) {
+  std::vector<char> buf(kBlock);
+  const auto start = std::chrono::steady_clock::now();
+  const char cmd = 'd';
+  const uint64_t size = bytes;
+  bool ok = SendAll(client_fd_, &cmd, 1) &&
+            SendAll(client_fd_, &size, sizeof(size));
+  for (size_t done = 0; ok && done < bytes;) {
+    const size_t n = std::min(kBlock, bytes - done);
+    ok = RecvAll(client_fd_, buf.data(), n);
+    done += n;
+  }
+  if (!ok) return Errno("download");
+  return Since(start);
+}
+
+absl::StatusOr<std::vector<double>> Loopback::PingPong(size_t size, int n) {
+  std::vector<char> buf(size, 7);
+  const char cmd = 'p';
+  const uint64_t size64 = size;
+  const uint64_t count = n;
+  if (!SendAll(client_fd_, &cmd, 1) ||
+      !SendAll(client_fd_, &size64, sizeof(size64)) ||
+      !SendAll(client_fd_, &count, sizeof(count))) {
+    return Errno("ping-pong");
+  }
+  std::vector<double> rtts;
+  for (int i = 0; i < n; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    if (!SendAll(client_fd_, buf.data(), size) ||
+        !RecvAll(client_fd_, buf.data(), size)) {
+      return Errno("ping-pong");
+    }
+    rtts.push_back(Since(start));
+  }
+  return rtts;
+}
+
+double Percentile(std::vector<double>& samples, double p) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  const size_t i = std::min(samples.size() - 1,
+                            static_cast<size_t>(p * samples.size()));
+  return samples[i];
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,256 @@
+#include "client/client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/graph_encoder.h"
+#include "graph/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::client {
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel)
+    : channel_(std::move(channel)), stub_(v1::Tessera::NewStub(channel_)) {}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
+    const std::string& target, const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  std::unique_ptr<Client> client(new Client(grpc::CreateCustomChannel(
+      target, grpc::InsecureChannelCredentials(), args)));
+  v1::HelloRequest request;
+  request.set_min_version(options.min_version);
+  request.set_max_version(options.max_version);
+  request.set_client_name(options.name);
+  v1::HelloResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  context.set_wait_for_ready(true);
+  if (absl::Status s =
+          FromGrpc(client->stub_->Hello(&context, request, &response));
+      !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("[Connect ", target, "] ", s.message()));
+  }
+  client->session_ = response.session();
+  client->version_ = response.version();
+  client->server_version_ = response.server_version();
+  client->limits_ = response.limits();
+  TESSERA_RETURN_IF_ERROR(client->Attach());
+  return client;
+}
+
+absl::Status Client::Attach() {
+  v1::AttachRequest request;
+  request.set_session(session_);
+  attach_ = stub_->Attach(&attach_context_, request);
+  attach_reader_ = std::thread([this] {
+    v1::AttachEvent event;
+    while (attach_->Read(&event)) {
+      if (event.kind() == v1::AttachEvent::DRAINING) {
+        spdlog::info("session {}: the daemon is draining", session_);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+Client::~Client() {
+  v1::CloseSessionRequest request;
+  request.set_session(session_);
+  v1::CloseSessionResponse response;
+  grpc::ClientContext context;
+  if (absl::Status s =
+          FromGrpc(stub_->CloseSession(&context, request, &response));
+      !s.ok()) {
+    spdlog::warn("closing session {}: {}", session_, s.ToString());
+  }
+  attach_context_.TryCancel();
+  if (attach_reader_.joinable()) attach_reader_.join();
+  attach_->Finish().ok();
+}
+
+absl::StatusOr<std::vector<v1::DeviceInfo>> Client::ListDevices() {
+  v1::ListDevicesRequest request;
+  request.set_session(session_);
+  v1::ListDevicesResponse response;
+  grpc::ClientContext context;
+  TESSERA_RETURN_IF_ERROR(
+      FromGrpc(stub_->ListDevices(&context, request, &response)));
+  return std::vector<v1::DeviceInfo>(response.devices().begin(),
+                                     response.devices().end());
+}
+
+absl::StatusOr<RemoteBufferInfo> Client::AllocBuffer(
+    const std::string& device, uint64_t size, v1::BufferUsage usage,
+    const std::string& buffer_type) {
+  v1::AllocBufferRequest request;
+  request.set_session(session_);
+  request.set_device(device);
+  request.set_size(size);
+  request.set_usage(usage);
+  request.set_buffer_type(buffer_type);
+  v1::AllocBufferResponse response;
+  grpc::ClientContext context;
+  TESSERA_RETURN_IF_ERROR(
+      FromGrpc(stub_->AllocBuffer(&context, request, &response)));
+  return RemoteBufferInfo{.handle = response.buffer(),
+                          .size = response.size(),
+                          .alignment = response.alignment()};
+}
+
+absl::Status Client::FreeBuffer(uint64_t buffer) {
+  v1::FreeBufferRequest request;
+  request.set_session(session_);
+  request.set_buffer(buffer);
+  v1::FreeBufferResponse response;
+  grpc::ClientContext context;
+  return FromGrpc(stub_->FreeBuffer(&context, request, &response));
+}
+
+absl::Status Client::ClearBuffer(uint64_t buffer, uint8_t value) {
+  v1::ClearBufferRequest request;
+  request.set_session(session_);
+  request.set_buffer(buffer);
+  request.set_value(value);
+  v1::ClearBufferResponse response;
+  grpc::ClientContext context;
+  return FromGrpc(stub_->ClearBuffer(&context, request, &response));
+}
+
+absl::StatusOr<uint64_t> Client::GetAllocSize(const std::string& device,
+                                              const Tensor& t) {
+  v1::GetAllocSizeRequest request;
+  request.set_session(session_);
+  request.set_device(device);
+  request.set_type(static_cast<int32_t>(t.type));
+  for (int64_t n : t.ne) request.add_ne(n);
+  v1::GetAllocSizeResponse response;
+  grpc::ClientContext context;
+  TESSERA_RETURN_IF_ERROR(
+      FromGrpc(stub_->GetAllocSize(&context, request, &response)));
+  return response.size();
+}
+
+absl::Status Client::WriteTensor(const v1::TensorRef& dst, const void* data,
+                                 uint64_t size) {
+  grpc::ClientContext context;
+  v1::WriteTensorResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::WriteTensorRequest>> writer =
+      stub_->WriteTensor(&context, &response);
+  v1::WriteTensorRequest request;
+  v1::WriteTensorRequest::Header* header = request.mutable_header();
+  header->set_session(session_);
+  *header->mutable_dst() = dst;
+  header->set_size(size);
+  bool ok = writer->Write(request);
+  const uint64_t chunk = std::max<uint64_t>(1, limits_.max_chunk_bytes());
+  const char* bytes = static_cast<const char*>(data);
+  for (uint64_t done = 0; ok && done < size;) {
+    const uint64_t n = std::min(chunk, size - done);
+    request.set_chunk(bytes + done, n);
+    ok = writer->Write(request);
+    done += n;
+  }
+  if (ok) writer->WritesDone();
+  return FromGrpc(writer->Finish());
+}
+
+absl::Status Client::ReadTensor(const v1::TensorRef& src, void* data,
+                                uint64_t size) {
+  v1::ReadTensorRequest request;
+  request.set_session(session_);
+  *request.mutable_src() = src;
+  request.set_size(size);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::ReadTensorResponse>> reader =
+      stub_->ReadTensor(&context, request);
+  v1::ReadTensorResponse response;
+  char* out = static_cast<char*>(data);
+  uint64_t done = 0;
+  while (reader->Read(&response)) {
+    const std::string& chunk = response.chunk();
+    if (chunk.size() > size - done) {
+      context.TryCancel();
+      reader->Finish().ok();
+      return absl::DataLossError(absl::StrCat(
+          "[ReadTensor] the daemon sent more than the ", size, " bytes asked"));
+    }
+    std::copy(chunk.begin(), chunk.end(), out + done);
+    done += chunk.size();
+  }
+  TESSERA_RETURN_IF_ERROR(FromGrpc(reader->Finish()));
+  if (done != size) {
+    return absl::DataLossError(absl::StrCat("[ReadTensor] got ", done,
+                                            " of ", size, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Client::MemsetTensor(const v1::TensorRef& dst, uint8_t value,
+                                  uint64_t size) {
+  v1::MemsetTensorRequest request;
+  request.set_session(session_);
+  *request.mutable_dst() = dst;
+  request.set_size(size);
+  request.set_value(value);
+  v1::MemsetTensorResponse response;
+  grpc::ClientContext context;
+  return FromGrpc(stub_->MemsetTensor(&context, request, &response));
+}
+
+absl::Status Client::CopyTensor(const v1::TensorRef& src,
+                                const v1::TensorRef& dst, uint64_t size) {
+  v1::CopyTensorRequest request;
+  request.set_session(session_);
+  *request.mutable_src() = src;
+  *request.mutable_dst() = dst;
+  request.set_size(size);
+  v1::CopyTensorResponse response;
+  grpc::ClientContext context;
+  return FromGrpc(stub_->CopyTensor(&context, request, &response));
+}
+
+absl::Status Client::Compute(v1::ComputeRequest& request,
+                             v1::ComputeResponse& response) {
+  request.set_session(session_);
+  grpc::ClientContext context;
+  return FromGrpc(stub_->Compute(&context, request, &response));
+}
+
+absl::Status Client::Compute(const Graph& graph,
+                             absl::Span<const TensorInput> inputs,
+                             absl::Span<const TensorOutput> outputs) {
+  TESSERA_ASSIGN_OR_RETURN(EncodedGraph encoded,
+                           EncodeGraph(graph, *this, /*require_data=*/false));
+  v1::ComputeRequest request;
+  TESSERA_RETURN_IF_ERROR(encoded.AddInputs(inputs, *request.mutable_inputs()));
+  for (const TensorOutput& out : outputs) {
+    TESSERA_ASSIGN_OR_RETURN(uint32_t id, encoded.IdOf(out.tensor));
+    request.add_outputs(id);
+  }
+  *request.mutable_graph() = std::move(encoded.def);
+  v1::ComputeResponse response;
+  TESSERA_RETURN_IF_ERROR(Compute(request, response));
+  return CopyOutputs(response.outputs(), outputs);
+}
+
+absl::Status Client::ReleaseGraph(uint64_t graph) {
+  v1::ReleaseGraphRequest request;
+  request.set_session(session_);
+  request.set_graph(graph);
+  v1::ReleaseGraphResponse response;
+  grpc::ClientContext context;
+  return FromGrpc(stub_->ReleaseGraph(&context, request, &response));
+}
+
+}  // namespace tessera::client

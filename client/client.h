@@ -1,0 +1,135 @@
+#ifndef TESSERA_CLIENT_CLIENT_H_
+#define TESSERA_CLIENT_CLIENT_H_
+
+// A session on a tesserad daemon (proto/tessera.proto): typed calls that
+// return absl::Status, with the daemon's status code and message.
+//
+//   auto client = Client::Connect("127.0.0.1:50051").value();
+//   auto devices = client->ListDevices().value();
+//   auto buf = client->AllocBuffer("cpu0", 1 << 20, v1::BUFFER_USAGE_WEIGHTS);
+//   client->WriteTensor({buf->handle, 0}, data, size);
+//
+// Graphs are sent by RemoteDevice streams (client/remote_device.h) or with
+// Compute/RegisterGraph here; tensors whose data is in this client's remote
+// buffers travel as (buffer handle, offset).
+//
+// The session lives until the Client is destroyed (CloseSession) or the
+// process ends (the Attach stream drops and the daemon frees it).
+// Thread-safe: calls may come from many threads at once.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/tessera.grpc.pb.h"
+
+namespace tessera::client {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+struct ClientOptions {
+  std::string name = "tessera-client";
+  // Versions offered in Hello.
+  uint32_t min_version = kProtocolVersion;
+  uint32_t max_version = kProtocolVersion;
+};
+
+struct RemoteBufferInfo {
+  uint64_t handle = 0;
+  uint64_t size = 0;
+  uint64_t alignment = 0;
+};
+
+// Host data for one tensor of a graph: an input to send or an output to
+// fill (`size` must be the tensor's byte size).
+struct TensorInput {
+  const Tensor* tensor = nullptr;
+  const void* data = nullptr;
+  size_t size = 0;
+};
+struct TensorOutput {
+  const Tensor* tensor = nullptr;
+  void* data = nullptr;
+  size_t size = 0;
+};
+
+class Client {
+ public:
+  // Connects, negotiates the version and opens a session held by an Attach
+  // stream. Errors: UNAVAILABLE when the daemon cannot be reached;
+  // FAILED_PRECONDITION when no version is shared; the daemon's status.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      const std::string& target, const ClientOptions& options = {});
+  // Closes the session (errors are logged).
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const std::string& session() const { return session_; }
+  uint32_t version() const { return version_; }
+  const v1::ServerLimits& limits() const { return limits_; }
+  const std::string& server_version() const { return server_version_; }
+  v1::Tessera::Stub& stub() { return *stub_; }
+
+  absl::StatusOr<std::vector<v1::DeviceInfo>> ListDevices();
+
+  // Buffers, by handle.
+  absl::StatusOr<RemoteBufferInfo> AllocBuffer(
+      const std::string& device, uint64_t size, v1::BufferUsage usage,
+      const std::string& buffer_type = "");
+  absl::Status FreeBuffer(uint64_t buffer);
+  absl::Status ClearBuffer(uint64_t buffer, uint8_t value);
+  absl::StatusOr<uint64_t> GetAllocSize(const std::string& device,
+                                        const Tensor& t);
+
+  // Byte ranges of buffers. Writes stream chunks of the daemon's
+  // max_chunk_bytes; any size works (over 2 GiB too).
+  absl::Status WriteTensor(const v1::TensorRef& dst, const void* data,
+                           uint64_t size);
+  absl::Status ReadTensor(const v1::TensorRef& src, void* data, uint64_t size);
+  absl::Status MemsetTensor(const v1::TensorRef& dst, uint8_t value,
+                            uint64_t size);
+  absl::Status CopyTensor(const v1::TensorRef& src, const v1::TensorRef& dst,
+                          uint64_t size);
+
+  // One-shot compute of `graph` on the daemon: `inputs` are leafs without
+  // remote data (sent inline), `outputs` are filled from the results.
+  absl::Status Compute(const Graph& graph, absl::Span<const TensorInput> inputs,
+                       absl::Span<const TensorOutput> outputs);
+  // Sends raw requests (the session is filled in).
+  absl::Status Compute(v1::ComputeRequest& request,
+                       v1::ComputeResponse& response);
+
+  absl::Status ReleaseGraph(uint64_t graph);
+
+ private:
+  Client(std::shared_ptr<grpc::Channel> channel);
+  absl::Status Attach();
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Tessera::Stub> stub_;
+  std::string session_;
+  uint32_t version_ = 0;
+  std::string server_version_;
+  v1::ServerLimits limits_;
+  // The Attach stream and the thread that reads it until it ends.
+  grpc::ClientContext attach_context_;
+  std::unique_ptr<grpc::ClientReader<v1::AttachEvent>> attach_;
+  std::thread attach_reader_;
+};
+
+// The status a gRPC call returned, as an absl::Status.
+absl::Status FromGrpc(const grpc::Status& status);
+
+}  // namespace tessera::client
+
+#endif  // TESSERA_CLIENT_CLIENT_H_

@@ -1,0 +1,60 @@
+#ifndef TESSERA_CLIENT_REMOTE_DEVICE_H_
+#define TESSERA_CLIENT_REMOTE_DEVICE_H_
+
+// A device of a daemon as an ordinary Device of the device API: buffers,
+// streams and events live on the daemon, named by handles. Streams are
+// asynchronous (a worker thread per stream sends the RPCs in order) and
+// events are supported, so a local Scheduler pipelines over remote devices
+// as over local ones:
+//
+//   auto client = Client::Connect(target).value();
+//   auto devices = RemoteDevice::ListAll(*client).value();  // "remote:cpu0"..
+//   auto stream = devices[0]->CreateStream().value();
+//   auto sched = Scheduler::Create({stream.get(), cpu_stream}, {}, {}).value();
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/device.h"
+#include "client/client.h"
+#include "client/remote_buffer.h"
+#include "proto/tessera.pb.h"
+
+namespace tessera::client {
+
+class RemoteDevice final : public Device {
+ public:
+  // `client` must outlive the device and everything made from it.
+  RemoteDevice(Client& client, const v1::DeviceInfo& info);
+
+  // One RemoteDevice per device of the daemon, in the daemon's order.
+  static absl::StatusOr<std::vector<std::unique_ptr<RemoteDevice>>> ListAll(
+      Client& client);
+
+  // "remote:" + the daemon's device name.
+  const std::string& name() const override { return name_; }
+  // Memory as the daemon reports it now (the last known on errors).
+  DeviceProps Props() override;
+  BufferType& buffer_type() override { return buffer_type_; }
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
+  absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override;
+  // Every op the graph IR validates: the daemon's CPU fallback computes
+  // what its device lacks.
+  bool SupportsOp(const Tensor& node) const override;
+  bool SupportsBufferType(const BufferType& type) const override;
+
+  Client& client() const { return client_; }
+  const std::string& remote_name() const { return info_.name(); }
+
+ private:
+  Client& client_;
+  v1::DeviceInfo info_;
+  const std::string name_;
+  RemoteBufferType buffer_type_;
+};
+
+}  // namespace tessera::client
+
+#endif  // TESSERA_CLIENT_REMOTE_DEVICE_H_

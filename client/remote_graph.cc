@@ -1,0 +1,100 @@
+#include "client/remote_graph.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::client {
+
+absl::StatusOr<std::unique_ptr<RemoteGraph>> RemoteGraph::Register(
+    Client& client, const Graph& graph, const Options& options) {
+  TESSERA_ASSIGN_OR_RETURN(EncodedGraph encoded,
+                           EncodeGraph(graph, client, /*require_data=*/false));
+  v1::RegisterGraphRequest request;
+  request.set_session(client.session());
+  *request.mutable_graph() = encoded.def;
+  request.set_n_copies(options.n_copies);
+  for (const std::string& device : options.devices) {
+    request.add_devices(device);
+  }
+  v1::RegisterGraphResponse response;
+  grpc::ClientContext context;
+  TESSERA_RETURN_IF_ERROR(
+      FromGrpc(client.stub().RegisterGraph(&context, request, &response)));
+  std::unique_ptr<RemoteGraph> g(new RemoteGraph(client, std::move(encoded)));
+  g->handle_ = response.graph();
+  g->n_splits_ = response.n_splits();
+  for (const auto& [device, bytes] : response.compute_buffer_bytes()) {
+    g->compute_bytes_.emplace_back(device, bytes);
+  }
+  std::sort(g->compute_bytes_.begin(), g->compute_bytes_.end());
+  g->stream_ = client.stub().Execute(&g->context_);
+  return g;
+}
+
+RemoteGraph::~RemoteGraph() {
+  stream_->WritesDone();
+  v1::ExecuteResponse response;
+  while (stream_->Read(&response)) {
+  }
+  if (absl::Status s = FromGrpc(stream_->Finish()); !s.ok()) {
+    spdlog::warn("execute stream of graph {}: {}", handle_, s.ToString());
+  }
+  if (absl::Status s = client_.ReleaseGraph(handle_); !s.ok()) {
+    spdlog::warn("releasing graph {}: {}", handle_, s.ToString());
+  }
+}
+
+absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
+                                 absl::Span<const Tensor* const> outputs) {
+  v1::ExecuteRequest request;
+  request.set_session(client_.session());
+  request.set_graph(handle_);
+  request.set_tag(next_tag_);
+  TESSERA_RETURN_IF_ERROR(
+      encoded_.AddInputs(inputs, *request.mutable_inputs()));
+  for (const Tensor* out : outputs) {
+    TESSERA_ASSIGN_OR_RETURN(uint32_t id, encoded_.IdOf(out));
+    request.add_outputs(id);
+  }
+  if (!stream_->Write(request)) {
+    return absl::UnavailableError(
+        absl::StrCat("[RemoteGraph] the execute stream of graph ", handle_,
+                     " is closed"));
+  }
+  ++next_tag_;
+  return absl::OkStatus();
+}
+
+absl::Status RemoteGraph::Receive(absl::Span<const TensorOutput> outputs) {
+  v1::ExecuteResponse response;
+  if (!stream_->Read(&response)) {
+    return absl::UnavailableError(
+        absl::StrCat("[RemoteGraph] the execute stream of graph ", handle_,
+                     " ended: ", FromGrpc(stream_->Finish()).ToString()));
+  }
+  if (response.tag() != next_result_) {
+    return absl::DataLossError(absl::StrCat("[RemoteGraph] result ",
+                                            response.tag(), " came, expected ",
+                                            next_result_));
+  }
+  ++next_result_;
+  if (response.status_code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(response.status_code()),
+                        response.status_message());
+  }
+  return CopyOutputs(response.outputs(), outputs);
+}
+
+absl::Status RemoteGraph::Run(absl::Span<const TensorInput> inputs,
+                              absl::Span<const TensorOutput> outputs) {
+  std::vector<const Tensor*> wanted;
+  for (const TensorOutput& out : outputs) wanted.push_back(out.tensor);
+  TESSERA_RETURN_IF_ERROR(Submit(inputs, wanted));
+  return Receive(outputs);
+}
+
+}  // namespace tessera::client

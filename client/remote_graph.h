@@ -1,0 +1,83 @@
+#ifndef TESSERA_CLIENT_REMOTE_GRAPH_H_
+#define TESSERA_CLIENT_REMOTE_GRAPH_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "client/client.h"
+#include "client/graph_encoder.h"
+#include "graph/graph.h"
+
+namespace tessera::client {
+
+// A graph registered on the daemon (RegisterGraph): placed and allocated
+// once, then executed many times over an Execute stream. Submit sends an
+// execution without waiting; Receive returns results in submission order,
+// so up to n_copies executions pipeline over the daemon's devices:
+//
+//   auto g = RemoteGraph::Register(*client, graph, {.n_copies = 4}).value();
+//   for (int k = 0; k < n; ++k) g->Submit({{x, in[k], bytes}}, {y});
+//   for (int k = 0; k < n; ++k) g->Receive({{y, out[k], bytes}});
+//
+// One thread submits and one receives (they may differ).
+class RemoteGraph {
+ public:
+  struct Options {
+    int n_copies = 1;
+    // Daemon device names, highest priority first; empty means all.
+    std::vector<std::string> devices;
+  };
+
+  // Leafs without remote data are the graph's inputs; tensors wanted as
+  // outputs should be flagged kFlagOutput or be results (not consumed).
+  // Errors: those of EncodeGraph and the daemon's RegisterGraph.
+  static absl::StatusOr<std::unique_ptr<RemoteGraph>> Register(
+      Client& client, const Graph& graph, const Options& options);
+  // Ends the stream and releases the graph (errors are logged).
+  ~RemoteGraph();
+
+  uint32_t n_splits() const { return n_splits_; }
+  uint64_t handle() const { return handle_; }
+  // Compute buffer bytes per daemon device.
+  const std::vector<std::pair<std::string, uint64_t>>& compute_bytes() const {
+    return compute_bytes_;
+  }
+
+  // Queues one execution with `inputs` (inline bytes) returning `outputs`.
+  // Errors: INVALID_ARGUMENT for a tensor not in the graph; UNAVAILABLE
+  // when the stream has broken.
+  absl::Status Submit(absl::Span<const TensorInput> inputs,
+                      absl::Span<const Tensor* const> outputs);
+  // The next execution's result, copied into `outputs` (the tensors of its
+  // Submit, in order). Errors: the execution's status from the daemon.
+  absl::Status Receive(absl::Span<const TensorOutput> outputs);
+  // Submit then Receive.
+  absl::Status Run(absl::Span<const TensorInput> inputs,
+                   absl::Span<const TensorOutput> outputs);
+
+ private:
+  RemoteGraph(Client& client, EncodedGraph encoded)
+      : client_(client), encoded_(std::move(encoded)) {}
+
+  Client& client_;
+  const EncodedGraph encoded_;
+  uint64_t handle_ = 0;
+  uint32_t n_splits_ = 0;
+  std::vector<std::pair<std::string, uint64_t>> compute_bytes_;
+  grpc::ClientContext context_;
+  std::unique_ptr<
+      grpc::ClientReaderWriter<v1::ExecuteRequest, v1::ExecuteResponse>>
+      stream_;
+  uint64_t next_tag_ = 0;
+  uint64_t next_result_ = 0;
+};
+
+}  // namespace tessera::client
+
+#endif  // TESSERA_CLIENT_REMOTE_GRAPH_H_

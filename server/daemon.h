@@ -1,0 +1,48 @@
+#ifndef TESSERA_SERVER_DAEMON_H_
+#define TESSERA_SERVER_DAEMON_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "backend/registry.h"
+#include "grpcpp/grpcpp.h"
+#include "server/config.h"
+#include "server/service.h"
+#include "server/session_manager.h"
+#include "server/work_queue.h"
+
+namespace tessera::server {
+
+// A running tessera service: the devices of `config.devices`, the sessions,
+// the compute workers and a gRPC server listening on `config.listen`. Used
+// by tesserad and by benchmarks that serve in-process.
+class Daemon {
+ public:
+  // Opens the devices and starts listening. Errors: INVALID_ARGUMENT for a
+  // bad device spec; NOT_FOUND when it names no device; UNAVAILABLE when the
+  // address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const Config& config);
+  // Shuts down (see Shutdown).
+  ~Daemon();
+
+  // The bound port (useful with a listen port of 0).
+  int port() const { return port_; }
+  // Refuses new calls, gives calls in flight up to `grace`, then frees every
+  // session.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  Daemon(const Config& config, int threads);
+
+  Registry registry_;
+  SessionManager sessions_;
+  WorkQueue work_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace tessera::server
+
+#endif  // TESSERA_SERVER_DAEMON_H_

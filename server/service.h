@@ -1,0 +1,104 @@
+#ifndef TESSERA_SERVER_SERVICE_H_
+#define TESSERA_SERVER_SERVICE_H_
+
+#include "grpcpp/support/server_callback.h"
+#include "proto/tessera.grpc.pb.h"
+#include "backend/registry.h"
+#include "server/config.h"
+#include "server/session_manager.h"
+#include "server/work_queue.h"
+
+namespace tessera::server {
+
+// The tessera.v1.Tessera service (proto/tessera.proto documents every RPC
+// and its errors). A thin layer: each RPC finds the session, converts the
+// request and calls sessions, buffers, the graph decoder and the executor.
+// Quick RPCs finish on gRPC's callback thread; compute and copies run on
+// `work`. Thread-safe.
+class Service final : public v1::Tessera::CallbackService {
+ public:
+  // The protocol versions this server speaks.
+  static constexpr uint32_t kMinVersion = 1;
+  static constexpr uint32_t kMaxVersion = 1;
+
+  // Everything passed in must outlive the service.
+  Service(const Registry& registry, SessionManager& sessions, WorkQueue& work,
+          const Limits& limits);
+
+  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* context,
+                                  const v1::HelloRequest* request,
+                                  v1::HelloResponse* response) override;
+  grpc::ServerWriteReactor<v1::AttachEvent>* Attach(
+      grpc::CallbackServerContext* context,
+      const v1::AttachRequest* request) override;
+  grpc::ServerUnaryReactor* CloseSession(
+      grpc::CallbackServerContext* context,
+      const v1::CloseSessionRequest* request,
+      v1::CloseSessionResponse* response) override;
+  grpc::ServerUnaryReactor* ListDevices(
+      grpc::CallbackServerContext* context,
+      const v1::ListDevicesRequest* request,
+      v1::ListDevicesResponse* response) override;
+
+  grpc::ServerUnaryReactor* AllocBuffer(
+      grpc::CallbackServerContext* context,
+      const v1::AllocBufferRequest* request,
+      v1::AllocBufferResponse* response) override;
+  grpc::ServerUnaryReactor* FreeBuffer(grpc::CallbackServerContext* context,
+                                       const v1::FreeBufferRequest* request,
+                                       v1::FreeBufferResponse* response) override;
+  grpc::ServerUnaryReactor* ClearBuffer(
+      grpc::CallbackServerContext* context,
+      const v1::ClearBufferRequest* request,
+      v1::ClearBufferResponse* response) override;
+  grpc::ServerUnaryReactor* GetAllocSize(
+      grpc::CallbackServerContext* context,
+      const v1::GetAllocSizeRequest* request,
+      v1::GetAllocSizeResponse* response) override;
+
+  grpc::ServerReadReactor<v1::WriteTensorRequest>* WriteTensor(
+      grpc::CallbackServerContext* context,
+      v1::WriteTensorResponse* response) override;
+  grpc::ServerWriteReactor<v1::ReadTensorResponse>* ReadTensor(
+      grpc::CallbackServerContext* context,
+      const v1::ReadTensorRequest* request) override;
+  grpc::ServerUnaryReactor* MemsetTensor(
+      grpc::CallbackServerContext* context,
+      const v1::MemsetTensorRequest* request,
+      v1::MemsetTensorResponse* response) override;
+  grpc::ServerUnaryReactor* CopyTensor(
+      grpc::CallbackServerContext* context,
+      const v1::CopyTensorRequest* request,
+      v1::CopyTensorResponse* response) override;
+
+  grpc::ServerUnaryReactor* Compute(grpc::CallbackServerContext* context,
+                                    const v1::ComputeRequest* request,
+                                    v1::ComputeResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterGraph(
+      grpc::CallbackServerContext* context,
+      const v1::RegisterGraphRequest* request,
+      v1::RegisterGraphResponse* response) override;
+  grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* Execute(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* ReleaseGraph(
+      grpc::CallbackServerContext* context,
+      const v1::ReleaseGraphRequest* request,
+      v1::ReleaseGraphResponse* response) override;
+
+ private:
+  // Finishes a unary call with `status`.
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
+                                        const absl::Status& status);
+  // Runs `body` on the work queue and finishes the call with its status.
+  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context,
+                                    std::function<absl::Status()> body);
+
+  const Registry& registry_;
+  SessionManager& sessions_;
+  WorkQueue& work_;
+  const Limits limits_;
+};
+
+}  // namespace tessera::server
+
+#endif  // TESSERA_SERVER_SERVICE_H_

@@ -1,0 +1,87 @@
+// tesserad: serves this machine's devices over gRPC (proto/tessera.proto).
+// Flags: see server/config.h or run `tesserad --help`. Stops on SIGINT or
+// SIGTERM: new calls are refused, calls in flight get a few seconds, every
+// session is freed.
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/config.h"
+#include "server/daemon.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::server {
+namespace {
+
+// Writes `port` to `path` atomically (a temporary file renamed), so a reader
+// never sees a partial number.
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.good()) {
+      return absl::InternalError(absl::StrCat("cannot write ", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+int Run(const Config& config, const sigset_t& stop_signals) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(config);
+  if (!daemon.ok()) {
+    spdlog::critical("{}", std::string(daemon.status().message()));
+    return absl::IsUnavailable(daemon.status()) ? 1 : 2;
+  }
+  if (!config.port_file.empty()) {
+    if (absl::Status s = WritePortFile(config.port_file, (*daemon)->port());
+        !s.ok()) {
+      spdlog::critical("{}", std::string(s.message()));
+      return 1;
+    }
+  }
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  spdlog::info("signal {}: shutting down", signal);
+  (*daemon)->Shutdown(absl::Seconds(5));
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::server
+
+int main(int argc, char** argv) {
+  // Block the stop signals in every thread; the main thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    std::fputs(tessera::server::Usage().c_str(), stdout);
+    return 0;
+  }
+  absl::StatusOr<tessera::server::Config> config =
+      tessera::server::ParseFlags(args);
+  if (!config.ok()) {
+    std::fprintf(stderr, "%s\n%s", std::string(config.status().message()).c_str(),
+                 tessera::server::Usage().c_str());
+    return 2;
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tesserad"));
+  return tessera::server::Run(*config, stop_signals);
+}

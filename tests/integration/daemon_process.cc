@@ -1,0 +1,193 @@
+#include "tests/integration/daemon_process.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+
+namespace tessera::testing {
+namespace {
+
+constexpr char kRunfilesPath[] = "tessera/server/tesserad";
+
+bool IsExecutable(const std::string& path) {
+  return !path.empty() && access(path.c_str(), X_OK) == 0;
+}
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+// Reads a whole number from `path`, or 0 while it is missing or partial.
+int ReadPort(const std::string& path) {
+  std::ifstream in(path);
+  int port = 0;
+  if (!(in >> port)) return 0;
+  return port;
+}
+
+std::string Describe(int wait_status) {
+  if (WIFEXITED(wait_status)) {
+    return absl::StrCat("exited with status ", WEXITSTATUS(wait_status));
+  }
+  if (WIFSIGNALED(wait_status)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(wait_status));
+  }
+  return absl::StrCat("stopped (wait status ", wait_status, ")");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> TesseradPath() {
+  std::vector<std::string> candidates = {Env("TESSERAD")};
+  for (const char* root : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
+    if (std::string dir = Env(root); !dir.empty()) {
+      candidates.push_back(absl::StrCat(dir, "/", kRunfilesPath));
+    }
+  }
+  std::error_code error;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    candidates.push_back(
+        absl::StrCat(self.string(), ".runfiles/", kRunfilesPath));
+  }
+  for (const std::string& path : candidates) {
+    if (IsExecutable(path)) return path;
+  }
+  return absl::NotFoundError(
+      "[DaemonProcess] no tesserad binary: set $TESSERAD or depend on "
+      "//tests/integration:daemon_process (which carries //server:tesserad)");
+}
+
+// 1. Make a private directory for the port file.
+// 2. Fork; the child asks to be killed with its parent thread and execs
+//    tesserad --listen=127.0.0.1:0 --port_file=DIR/port FLAGS...
+// 3. Poll for the port file while the child lives, then wait until a gRPC
+//    channel to the port connects.
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
+    std::vector<std::string> flags, absl::Duration timeout) {
+  absl::StatusOr<std::string> binary = TesseradPath();
+  if (!binary.ok()) return binary.status();
+
+  std::string tmp = Env("TEST_TMPDIR");
+  if (tmp.empty()) tmp = "/tmp";
+  std::string templ = absl::StrCat(tmp, "/tesserad.XXXXXX");
+  if (mkdtemp(templ.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat(
+        "[DaemonProcess] mkdtemp in ", tmp, ": ", std::strerror(errno)));
+  }
+  const std::string port_file = absl::StrCat(templ, "/port");
+
+  std::vector<std::string> args = {*binary, "--listen=127.0.0.1:0",
+                                   absl::StrCat("--port_file=", port_file)};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    return absl::InternalError(
+        absl::StrCat("[DaemonProcess] fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  std::unique_ptr<DaemonProcess> daemon(new DaemonProcess(pid, templ));
+
+  const absl::Time deadline = absl::Now() + timeout;
+  while (daemon->port_ == 0) {
+    if (!daemon->IsRunning()) {
+      return absl::InternalError(absl::StrCat(
+          "[DaemonProcess] tesserad ", Describe(daemon->wait_status_),
+          " before listening (see its log above)"));
+    }
+    if (absl::Now() > deadline) {
+      return absl::InternalError(absl::StrCat(
+          "[DaemonProcess] tesserad wrote no port file in ",
+          absl::FormatDuration(timeout)));
+    }
+    daemon->port_ = ReadPort(port_file);
+    if (daemon->port_ == 0) absl::SleepFor(absl::Milliseconds(5));
+  }
+  daemon->address_ = absl::StrCat("127.0.0.1:", daemon->port_);
+
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
+      daemon->address_, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
+    return absl::InternalError(absl::StrCat("[DaemonProcess] tesserad at ",
+                                            daemon->address_,
+                                            " does not accept connections"));
+  }
+  return daemon;
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (IsRunning()) {
+    kill(pid_, SIGTERM);
+    if (!Wait(absl::Seconds(10)).ok()) {
+      kill(pid_, SIGKILL);
+      (void)Wait(absl::Seconds(10));
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+absl::Status DaemonProcess::Kill(int signal) {
+  if (!IsRunning()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "[DaemonProcess] tesserad (pid ", pid_, ") has exited"));
+  }
+  if (kill(pid_, signal) != 0) {
+    return absl::InternalError(
+        absl::StrCat("[DaemonProcess] kill: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+bool DaemonProcess::IsRunning() {
+  if (exited_) return false;
+  int status = 0;
+  const pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    exited_ = true;
+    wait_status_ = status;
+  }
+  return !exited_;
+}
+
+absl::StatusOr<int> DaemonProcess::Wait(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (IsRunning()) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("[DaemonProcess] tesserad (pid ", pid_,
+                       ") still runs after ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return wait_status_;
+}
+
+}  // namespace tessera::testing

@@ -1,0 +1,266 @@
+// RemoteDevice and registered graphs against a real tesserad with two CPU
+// devices: the op conformance suite on a remote device, and the scheduler's
+// multi-device models computed through the daemon bitwise equal to local
+// computation.
+
+#include "client/remote_device.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "backend/registry.h"
+#include "client/client.h"
+#include "client/remote_graph.h"
+#include "graph/context.h"
+#include "graph/graph.h"
+#include "gtest/gtest.h"
+#include "sched/scheduler.h"
+#include "sched/testing/models.h"
+#include "tests/conformance/cases.h"
+#include "tests/conformance/runner.h"
+#include "tests/integration/daemon_process.h"
+
+namespace tessera {
+namespace {
+
+using client::Client;
+using client::RemoteDevice;
+using client::RemoteGraph;
+using client::TensorInput;
+using client::TensorOutput;
+using testing::Block;
+using testing::BlockInputs;
+using testing::Mlp;
+using testing::MlpInput;
+using testing::NewInput;
+using testing::Read;
+using testing::Weights;
+using testing::Write;
+
+constexpr int kBatches = 8;
+
+class RemoteDeviceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = testing::DaemonProcess::Start({"--devices=cpu:2", "--threads=1"})
+                  .value()
+                  .release();
+    client_ = Client::Connect(daemon_->address()).value().release();
+    remote_ = new std::vector<std::unique_ptr<RemoteDevice>>(
+        RemoteDevice::ListAll(*client_).value());
+    local_ = new Registry;
+    ASSERT_TRUE(AddDevices("cpu:3", 1, *local_).ok());
+  }
+  static void TearDownTestSuite() {
+    delete remote_;
+    delete client_;
+    delete daemon_;
+    delete local_;
+  }
+
+  static std::vector<Device*> Remote() {
+    std::vector<Device*> out;
+    for (auto& d : *remote_) out.push_back(d.get());
+    return out;
+  }
+
+  // The MLP computed by a local scheduler on local CPU devices.
+  static std::vector<std::vector<float>> LocalMlp(int n_batches) {
+    Weights weights({local_->devices()[0], local_->devices()[1]});
+    Mlp mlp = Mlp::Make(weights, 4).value();
+    EXPECT_TRUE(weights.Upload().ok());
+    auto stream0 = local_->devices()[0]->CreateStream().value();
+    auto stream1 = local_->devices()[1]->CreateStream().value();
+    Context ctx;
+    Tensor* in =
+        NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
+    Tensor* out = mlp.Forward(ctx, in).value();
+    out->flags |= kFlagOutput;
+    Graph graph;
+    EXPECT_TRUE(graph.Expand(out).ok());
+    auto sched =
+        Scheduler::Create({stream0.get(), stream1.get()}, {}, {}).value();
+    EXPECT_TRUE(sched->AllocGraph(graph).ok());
+    std::vector<std::vector<float>> outs;
+    for (int k = 0; k < n_batches; ++k) {
+      EXPECT_TRUE(Write(*in, MlpInput(k).data()).ok());
+      EXPECT_TRUE(sched->Compute(graph).ok());
+      outs.push_back(Read(*out));
+    }
+    return outs;
+  }
+
+  static testing::DaemonProcess* daemon_;
+  static Client* client_;
+  static std::vector<std::unique_ptr<RemoteDevice>>* remote_;
+  static Registry* local_;
+};
+
+testing::DaemonProcess* RemoteDeviceTest::daemon_ = nullptr;
+Client* RemoteDeviceTest::client_ = nullptr;
+std::vector<std::unique_ptr<RemoteDevice>>* RemoteDeviceTest::remote_ =
+    nullptr;
+Registry* RemoteDeviceTest::local_ = nullptr;
+
+void ExpectBitwiseEqual(const std::vector<float>& a,
+                        const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+TEST_F(RemoteDeviceTest, DevicesAreTheDaemons) {
+  ASSERT_EQ(remote_->size(), 2u);
+  EXPECT_EQ((*remote_)[0]->name(), "remote:cpu0");
+  const DeviceProps props = (*remote_)[1]->Props();
+  EXPECT_EQ(props.type, DeviceType::kRemote);
+  EXPECT_TRUE(props.caps.async);
+  EXPECT_TRUE(props.caps.events);
+  EXPECT_GT(props.memory_total, 0u);
+}
+
+TEST_F(RemoteDeviceTest, ConformanceSuitePasses) {
+  int ran = 0;
+  uint32_t seed = 1;
+  for (const conformance::OpCase& op_case : conformance::AllCases()) {
+    const absl::Status s = conformance::RunCase(op_case, *(*remote_)[0], seed++);
+    if (absl::IsUnimplemented(s)) continue;
+    EXPECT_TRUE(s.ok()) << op_case.name << ": " << s;
+    ++ran;
+  }
+  EXPECT_GT(ran, 500);
+}
+
+// A local scheduler over the streams of both remote devices (and a local
+// CPU as the fallback), pipelining micro-batches with n_copies = 2.
+TEST_F(RemoteDeviceTest, LocalSchedulerOverRemoteDevicesEqualsLocal) {
+  const auto want = LocalMlp(kBatches);
+  Weights weights(Remote());
+  Mlp mlp = Mlp::Make(weights, 4).value();
+  ASSERT_TRUE(weights.Upload().ok());
+  auto s0 = (*remote_)[0]->CreateStream().value();
+  auto s1 = (*remote_)[1]->CreateStream().value();
+  auto cpu = local_->devices()[2]->CreateStream().value();
+  Context ctx;
+  Tensor* in = NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
+  Tensor* out = mlp.Forward(ctx, in).value();
+  out->flags |= kFlagOutput;
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(out).ok());
+  auto sched = Scheduler::Create({s0.get(), s1.get(), cpu.get()}, {},
+                                 {.n_copies = 2})
+                   .value();
+  absl::Status s = sched->AllocGraph(graph);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_GE(sched->n_splits(), 2);
+  std::vector<std::vector<float>> got(kBatches,
+                                      std::vector<float>(out->NumElements()));
+  for (int k = 0; k < kBatches; ++k) {
+    ASSERT_TRUE(Write(*in, MlpInput(k).data()).ok());
+    s = sched->ComputeAsync(graph);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(
+        sched->GetTensorAsync(*out, got[k].data(), 0, out->NumBytes()).ok());
+  }
+  s = sched->Synchronize();
+  ASSERT_TRUE(s.ok()) << s;
+  for (int k = 0; k < kBatches; ++k) {
+    SCOPED_TRACE(k);
+    ExpectBitwiseEqual(got[k], want[k]);
+  }
+}
+
+// The MLP registered on the daemon over both devices, executed with many
+// micro-batches in flight.
+TEST_F(RemoteDeviceTest, RegisteredMlpPipelinesAndEqualsLocal) {
+  const auto want = LocalMlp(kBatches);
+  Weights weights(Remote());
+  Mlp mlp = Mlp::Make(weights, 4).value();
+  ASSERT_TRUE(weights.Upload().ok());
+  Context ctx;
+  Tensor* in = NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
+  Tensor* out = mlp.Forward(ctx, in).value();
+  out->flags |= kFlagOutput;
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(out).ok());
+  for (int n_copies : {1, 4}) {
+    SCOPED_TRACE(n_copies);
+    auto remote =
+        RemoteGraph::Register(*client_, graph, {.n_copies = n_copies});
+    ASSERT_TRUE(remote.ok()) << remote.status();
+    EXPECT_GE((*remote)->n_splits(), 2u);
+    std::vector<std::vector<float>> inputs;
+    for (int k = 0; k < kBatches; ++k) inputs.push_back(MlpInput(k));
+    for (int k = 0; k < kBatches; ++k) {
+      ASSERT_TRUE((*remote)
+                      ->Submit({{in, inputs[k].data(), in->NumBytes()}}, {out})
+                      .ok());
+    }
+    for (int k = 0; k < kBatches; ++k) {
+      std::vector<float> got(out->NumElements());
+      absl::Status s = (*remote)->Receive({{out, got.data(), out->NumBytes()}});
+      ASSERT_TRUE(s.ok()) << s;
+      ExpectBitwiseEqual(got, want[k]);
+    }
+  }
+}
+
+// The transformer block, one-shot Compute and registered Execute, against
+// the block computed locally over two devices.
+TEST_F(RemoteDeviceTest, TransformerBlockThroughTheDaemonEqualsLocal) {
+  const BlockInputs data = BlockInputs::Make();
+  auto run = [&](std::vector<Device*> devices, bool remote) {
+    Weights weights(devices);
+    Block block = Block::Make(weights).value();
+    EXPECT_TRUE(weights.Upload().ok());
+    Context ctx;
+    Tensor* x =
+        NewInput(ctx, Type::kF32, {Block::kDim, Block::kTokens}, "x").value();
+    Tensor* pos = NewInput(ctx, Type::kI32, {Block::kTokens}, "pos").value();
+    Tensor* mask =
+        NewInput(ctx, Type::kF32, {Block::kTokens, Block::kTokens}, "mask")
+            .value();
+    Tensor* out = block.Forward(ctx, x, pos, mask, /*flash=*/false).value();
+    out->flags |= kFlagOutput;
+    Graph graph;
+    EXPECT_TRUE(graph.Expand(out).ok());
+    std::vector<float> got(out->NumElements());
+    const std::vector<TensorInput> inputs = {
+        {x, data.x.data(), x->NumBytes()},
+        {pos, data.pos.data(), pos->NumBytes()},
+        {mask, data.mask.data(), mask->NumBytes()}};
+    if (!remote) {
+      auto s0 = devices[0]->CreateStream().value();
+      auto s1 = devices[1]->CreateStream().value();
+      auto sched = Scheduler::Create({s0.get(), s1.get()}, {}, {}).value();
+      EXPECT_TRUE(sched->AllocGraph(graph).ok());
+      EXPECT_TRUE(Write(*x, data.x.data()).ok());
+      EXPECT_TRUE(Write(*pos, data.pos.data()).ok());
+      EXPECT_TRUE(Write(*mask, data.mask.data()).ok());
+      EXPECT_TRUE(sched->Compute(graph).ok());
+      return std::vector<std::vector<float>>{Read(*out)};
+    }
+    std::vector<std::vector<float>> outs;
+    absl::Status s =
+        client_->Compute(graph, inputs, {{out, got.data(), out->NumBytes()}});
+    EXPECT_TRUE(s.ok()) << s;
+    outs.push_back(got);
+    auto registered = RemoteGraph::Register(*client_, graph, {.n_copies = 2});
+    EXPECT_TRUE(registered.ok()) << registered.status();
+    if (!registered.ok()) return outs;
+    s = (*registered)->Run(inputs, {{out, got.data(), out->NumBytes()}});
+    EXPECT_TRUE(s.ok()) << s;
+    outs.push_back(got);
+    return outs;
+  };
+  const auto want =
+      run({local_->devices()[0], local_->devices()[1]}, false).at(0);
+  const auto got = run(Remote(), true);
+  ASSERT_EQ(got.size(), 2u);
+  ExpectBitwiseEqual(got[0], want);
+  ExpectBitwiseEqual(got[1], want);
+}
+
+}  // namespace
+}  // namespace tessera
