@@ -4,13 +4,13 @@
 #include <cstring>
 #include <limits>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "backend/cpu/cpu_compute.h"
 #include "backend/cpu/cpu_device.h"
+#include "backend/task_queue.h"
 #include "backend/ticket_event.h"
 #include "graph/graph.h"
 
@@ -71,27 +71,18 @@ absl::StatusOr<std::unique_ptr<CpuStream>> CpuStream::Create(
   if (!pool.ok()) {
     return Prefixed(pool.status(), absl::StrFormat("[%s] ", device.name()));
   }
-  std::unique_ptr<CpuStream> stream(new CpuStream(device, std::move(*pool)));
-  try {
-    stream->worker_ = std::thread(&CpuStream::WorkerLoop, stream.get());
-  } catch (const std::system_error& e) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("[%s] cannot start a stream worker thread: %s",
-                        device.name(), e.what()));
-  }
-  return stream;
+  absl::StatusOr<std::unique_ptr<TaskQueue>> queue =
+      TaskQueue::Create(device.name());
+  if (!queue.ok()) return queue.status();
+  return std::unique_ptr<CpuStream>(
+      new CpuStream(device, std::move(*pool), std::move(*queue)));
 }
 
-CpuStream::CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool)
-    : device_(device), pool_(std::move(pool)) {}
+CpuStream::CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool,
+                     std::unique_ptr<TaskQueue> queue)
+    : device_(device), pool_(std::move(pool)), queue_(std::move(queue)) {}
 
-CpuStream::~CpuStream() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (worker_.joinable()) worker_.join();
-}
+CpuStream::~CpuStream() = default;
 
 Device& CpuStream::device() { return device_; }
 
@@ -102,9 +93,9 @@ absl::Status CpuStream::SetTensorAsync(Tensor& t, const void* data,
       !s.ok()) {
     return s;
   }
-  Enqueue({[&t, data, offset, size] {
+  queue_->Enqueue([&t, data, offset, size] {
     return t.buffer->SetTensor(t, data, offset, size);
-  }});
+  });
   return absl::OkStatus();
 }
 
@@ -115,9 +106,9 @@ absl::Status CpuStream::GetTensorAsync(const Tensor& t, void* data,
       !s.ok()) {
     return s;
   }
-  Enqueue({[&t, data, offset, size] {
+  queue_->Enqueue([&t, data, offset, size] {
     return t.buffer->GetTensor(t, data, offset, size);
-  }});
+  });
   return absl::OkStatus();
 }
 
@@ -145,10 +136,10 @@ absl::Status CpuStream::CopyTensorAsync(const Tensor& src, Tensor& dst) {
         kWhere, Describe(src), src.NumBytes(), Describe(dst), bytes));
   }
   // Both sides are host memory inside their buffers (checked above).
-  Enqueue({[&src, &dst, bytes] {
+  queue_->Enqueue([&src, &dst, bytes] {
     std::memmove(dst.data, src.data, bytes);
     return absl::OkStatus();
-  }});
+  });
   return absl::OkStatus();
 }
 
@@ -179,7 +170,8 @@ absl::Status CpuStream::ComputeAsync(const Graph& graph) {
     nodes.push_back(node);
   }
   if (nodes.empty()) return absl::OkStatus();
-  Enqueue({[this, nodes = std::move(nodes)] { return RunGraph(nodes); }});
+  queue_->Enqueue(
+      [this, nodes = std::move(nodes)] { return RunGraph(nodes); });
   return absl::OkStatus();
 }
 
@@ -213,87 +205,22 @@ absl::Status CpuStream::RunGraph(const std::vector<Tensor*>& nodes) {
                              failed, Describe(*nodes[failed])));
 }
 
-absl::Status CpuStream::Synchronize() {
-  absl::MutexLock lock(&mu_);
-  const uint64_t target = queued_;
-  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return finished_ >= target;
-  };
-  mu_.Await(absl::Condition(&done));
-  return status_;
-}
+absl::Status CpuStream::Synchronize() { return queue_->Synchronize(); }
 
 absl::Status CpuStream::RecordEvent(Event& event) {
-  auto* cpu_event = dynamic_cast<TicketEvent*>(&event);
-  if (cpu_event == nullptr || &event.device() != &device_) {
+  auto* ticket_event = dynamic_cast<TicketEvent*>(&event);
+  if (ticket_event == nullptr || &event.device() != &device_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "[%s CpuStream::RecordEvent] the event belongs to device %s",
         device_.name(), event.device().name()));
   }
-  const uint64_t ticket = cpu_event->Record();
-  Enqueue({[this, cpu_event, ticket] {
-             absl::Status status;
-             {
-               absl::MutexLock lock(&mu_);
-               status = status_;
-             }
-             cpu_event->Complete(ticket, std::move(status));
-             return absl::OkStatus();
-           },
-           /*is_marker=*/true});
+  queue_->EnqueueRecord(*ticket_event);
   return absl::OkStatus();
 }
 
 absl::Status CpuStream::WaitEvent(Event& event) {
-  const std::string prefix =
-      absl::StrFormat("[%s] waiting for an event of %s: ", device_.name(),
-                      event.device().name());
-  if (auto* cpu_event = dynamic_cast<TicketEvent*>(&event)) {
-    // The wait is for the recording current now, as a later recording must
-    // not delay (or deadlock) this stream.
-    const uint64_t ticket = cpu_event->last_recorded();
-    if (ticket == 0) return absl::OkStatus();
-    Enqueue({[cpu_event, ticket, prefix] {
-      absl::Status s = cpu_event->WaitFor(ticket);
-      return s.ok() ? s : Prefixed(s, prefix);
-    }});
-    return absl::OkStatus();
-  }
-  Enqueue({[&event, prefix] {
-    absl::Status s = event.Synchronize();
-    return s.ok() ? s : Prefixed(s, prefix);
-  }});
+  queue_->EnqueueWait(event);
   return absl::OkStatus();
-}
-
-void CpuStream::Enqueue(Task task) {
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(task));
-  ++queued_;
-}
-
-void CpuStream::WorkerLoop() {
-  while (true) {
-    Task task;
-    bool skip = false;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // stopping, and everything has run
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      skip = !status_.ok() && !task.is_marker;
-    }
-    absl::Status status = skip ? absl::OkStatus() : task.run();
-    // Free the task's captures before reporting it finished.
-    task.run = nullptr;
-    absl::MutexLock lock(&mu_);
-    if (!status.ok() && status_.ok()) status_ = std::move(status);
-    ++finished_;
-  }
 }
 
 }  // namespace tessera

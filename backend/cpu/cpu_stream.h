@@ -2,25 +2,20 @@
 #define TESSERA_BACKEND_CPU_CPU_STREAM_H_
 
 #include <cstddef>
-#include <cstdint>
-#include <deque>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/stream.h"
+#include "backend/task_queue.h"
 
 namespace tessera {
 
 class CpuDevice;
 
-// A stream of a CPU device: a worker thread runs a FIFO queue of tasks, and
+// A stream of a CPU device: a TaskQueue runs its work in order, and
 // computes graphs with a ThreadPool of the device's n_threads (the worker
 // plus n_threads - 1 helpers). Contract: backend/stream.h. Destruction
 // runs what is queued, then joins the threads.
@@ -44,34 +39,16 @@ class CpuStream final : public Stream {
   absl::Status WaitEvent(Event& event) override;
 
  private:
-  // A unit of queued work. Work is skipped once the stream has failed;
-  // markers (event recordings) always run so that waiters learn the status.
-  struct Task {
-    absl::AnyInvocable<absl::Status()> run;
-    bool is_marker = false;
-  };
-
-  CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool);
-  void Enqueue(Task task);
-  void WorkerLoop();
+  CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool,
+            std::unique_ptr<TaskQueue> queue);
   // Runs `nodes` on the pool, a barrier after each; returns the first error.
   absl::Status RunGraph(const std::vector<Tensor*>& nodes);
 
-  // Constant after construction.
   CpuDevice& device_;
-  // Used only by the worker thread.
+  // Used only by the queue's worker.
   const std::unique_ptr<ThreadPool> pool_;
-
-  // State below is protected by mu_.
-  absl::Mutex mu_;
-  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;    // tasks ever queued
-  uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // tasks ever finished
-  absl::Status status_ ABSL_GUARDED_BY(mu_);    // sticky: first error
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-
-  // Started last in Create, joined first in the destructor.
-  std::thread worker_;
+  // Destroyed first: it runs what is queued (which uses pool_), then joins.
+  const std::unique_ptr<TaskQueue> queue_;
 };
 
 }  // namespace tessera
