@@ -54,13 +54,18 @@ class CpuStream final : public Stream {
   CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool);
   void Enqueue(Task task);
   void WorkerLoop();
-  // Runs `nodes` on the pool, a barrier after each; returns the first error.
+  // Runs `nodes` on the pool and returns the first error. Nodes worth
+  // splitting (CpuIsParallelWorthy) run on the whole team with a barrier
+  // before and after; runs of other nodes run on the calling thread alone
+  // while the helpers wait at one barrier.
   absl::Status RunGraph(const std::vector<Tensor*>& nodes);
 
   // Constant after construction.
   CpuDevice& device_;
   // Used only by the worker thread.
   const std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<char[]> work_;  // scratch memory of the kernels
+  size_t work_size_ = 0;
 
   // State below is protected by mu_.
   absl::Mutex mu_;
