@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "backend/cpu/cpu_mul_mat.h"
+#include "backend/cpu/cpu_row_ops.h"
 #include "graph/reference.h"
 #include "graph/type.h"
 
@@ -100,8 +102,47 @@ bool CpuSupportsNode(const Tensor& node) {
   return false;
 }
 
-absl::Status CpuComputeNode(Tensor& node, int ith, int nth) {
-  return ReferenceCompute(node, ith, nth);
+size_t CpuWorkSize(const Tensor& node, int nth) {
+  return node.op == Op::kMulMat ? MulMatWorkSize(node, nth) : 0;
+}
+
+bool CpuIsParallelWorthy(const Tensor& node) {
+  // Element operations below which one thread is faster than a team.
+  constexpr int64_t kMinCost = 1 << 16;
+  int64_t cost = node.NumElements();
+  if (node.op == Op::kMulMat && node.src[0] != nullptr) {
+    cost *= node.src[0]->ne[0];
+  }
+  return cost >= kMinCost;
+}
+
+absl::Status CpuComputeNode(Tensor& node, const CpuComputeContext& ctx) {
+  bool done = false;
+  switch (node.op) {
+    case Op::kMulMat:
+      done = TryMulMat(node, ctx);
+      break;
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+      done = TryBinary(node, ctx);
+      break;
+    case Op::kNorm:
+    case Op::kRmsNorm:
+      done = TryNorm(node, ctx);
+      break;
+    case Op::kSoftMax:
+      done = TrySoftMax(node, ctx);
+      break;
+    case Op::kRope:
+      done = TryRope(node, ctx);
+      break;
+    default:
+      break;
+  }
+  if (done) return absl::OkStatus();
+  return ReferenceCompute(node, ctx.ith, ctx.nth);
 }
 
 }  // namespace tessera

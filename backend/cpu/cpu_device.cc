@@ -33,6 +33,7 @@ CpuDevice::CpuDevice(CpuDeviceOptions options)
     : options_(Normalized(std::move(options))),
       memory_total_(options_.memory_limit > 0 ? options_.memory_limit
                                               : PhysicalMemory()),
+      kernels_(KernelsFor(std::min(options_.max_simd, DetectSimdLevel()))),
       buffer_type_(std::make_unique<CpuBufferType>(*this)) {}
 
 CpuDevice::~CpuDevice() = default;
@@ -41,7 +42,8 @@ DeviceProps CpuDevice::Props() {
   DeviceProps props;
   props.name = options_.name;
   props.description =
-      absl::StrFormat("CPU, %d threads per stream", options_.n_threads);
+      absl::StrFormat("CPU, %d threads per stream, %s kernels",
+                      options_.n_threads, SimdLevelName(kernels_.level));
   props.type = DeviceType::kCpu;
   props.memory_total = memory_total_;
   const size_t used = used_.load();

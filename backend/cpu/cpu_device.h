@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/simd_level.h"
 #include "backend/device.h"
 
 namespace tessera {
@@ -16,6 +18,9 @@ struct CpuDeviceOptions {
   int n_threads = 1;
   // Bytes the device may allocate; 0 means the machine's physical memory.
   size_t memory_limit = 0;
+  // The highest SIMD level the kernels may use; the device uses the lower
+  // of this and what the CPU supports (DetectSimdLevel()).
+  SimdLevel max_simd = SimdLevel::kAvx512;
 };
 
 // A CPU device. Each stream owns a worker thread that runs its queue and a
@@ -36,6 +41,9 @@ class CpuDevice final : public Device {
   bool SupportsBufferType(const BufferType& type) const override;
 
   int n_threads() const { return options_.n_threads; }
+  // The SIMD level the device's kernels run at, and their table.
+  SimdLevel simd_level() const { return kernels_.level; }
+  const CpuKernels& kernels() const { return kernels_; }
   // Bytes currently allocated in this device's buffers.
   size_t memory_used() const { return used_.load(); }
 
@@ -43,6 +51,7 @@ class CpuDevice final : public Device {
   friend class CpuBufferType;
   const CpuDeviceOptions options_;
   const size_t memory_total_;
+  const CpuKernels& kernels_;
   std::atomic<size_t> used_{0};
   std::unique_ptr<BufferType> buffer_type_;
 };

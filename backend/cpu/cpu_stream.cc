@@ -1,8 +1,11 @@
 #include "backend/cpu/cpu_stream.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -176,26 +179,82 @@ absl::Status CpuStream::ComputeAsync(const Graph& graph) {
 }
 
 absl::Status CpuStream::RunGraph(const std::vector<Tensor*>& nodes) {
-  // Every thread computes its part of node i, then waits at the barrier;
-  // after it, all threads read the same failed_at and stop at the same node.
-  // failed_at only decreases, and a failure at a node after i sets a value
-  // > i, so it cannot make a thread stop early at node i.
+  // 1. Plan: each node worth splitting is a stage of its own on the whole
+  //    team; consecutive other nodes form one stage that thread 0 runs
+  //    alone. Scratch memory fits the largest need of any node.
   const int nth = pool_->size();
+  struct Stage {
+    size_t begin;
+    size_t end;
+    bool parallel;
+  };
+  std::vector<Stage> stages;
+  size_t work = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const bool parallel = nth > 1 && CpuIsParallelWorthy(*nodes[i]);
+    work = std::max(work, CpuWorkSize(*nodes[i], parallel ? nth : 1));
+    if (!parallel && !stages.empty() && !stages.back().parallel) {
+      stages.back().end = i + 1;
+    } else {
+      stages.push_back({i, i + 1, parallel});
+    }
+  }
+  constexpr size_t kAlign = 64;
+  if (work + kAlign > work_size_) {
+    work_.reset(new (std::nothrow) char[work + kAlign]);
+    work_size_ = work_ == nullptr ? 0 : work + kAlign;
+    if (work_ == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "[%s] cannot allocate %u bytes of kernel scratch memory",
+          device_.name(), work));
+    }
+  }
+  char* const scratch = reinterpret_cast<char*>(
+      (reinterpret_cast<uintptr_t>(work_.get()) + kAlign - 1) / kAlign *
+      kAlign);
+
+  // 2. Run the stages, a barrier after each; after it, all threads read
+  //    the same failed_at and stop at the same stage. failed_at only
+  //    decreases, and only nodes of the current or earlier stages fail.
+  const CpuKernels* kernels = &device_.kernels();
   absl::Mutex error_mu;
   absl::Status error;
   std::atomic<size_t> failed_at{std::numeric_limits<size_t>::max()};
+  auto record = [&](size_t i, absl::Status s) {
+    absl::MutexLock lock(&error_mu);
+    if (i < failed_at.load(std::memory_order_relaxed)) {
+      failed_at.store(i, std::memory_order_relaxed);
+      error = std::move(s);
+    }
+  };
+  auto team_barrier = [this] { pool_->Barrier(); };
+  auto no_barrier = [] {};
   pool_->Run([&](int ith) {
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      absl::Status s = CpuComputeNode(*nodes[i], ith, nth);
-      if (!s.ok()) {
-        absl::MutexLock lock(&error_mu);
-        if (i < failed_at.load(std::memory_order_relaxed)) {
-          failed_at.store(i, std::memory_order_relaxed);
-          error = std::move(s);
+    for (const Stage& stage : stages) {
+      if (stage.parallel) {
+        const CpuComputeContext ctx{.ith = ith,
+                                    .nth = nth,
+                                    .kernels = kernels,
+                                    .work = scratch,
+                                    .barrier = team_barrier};
+        absl::Status s = CpuComputeNode(*nodes[stage.begin], ctx);
+        if (!s.ok()) record(stage.begin, std::move(s));
+      } else if (ith == 0) {
+        const CpuComputeContext ctx{.ith = 0,
+                                    .nth = 1,
+                                    .kernels = kernels,
+                                    .work = scratch,
+                                    .barrier = no_barrier};
+        for (size_t i = stage.begin; i < stage.end; ++i) {
+          absl::Status s = CpuComputeNode(*nodes[i], ctx);
+          if (!s.ok()) {
+            record(i, std::move(s));
+            break;
+          }
         }
       }
       pool_->Barrier();
-      if (failed_at.load(std::memory_order_relaxed) <= i) return;
+      if (failed_at.load(std::memory_order_relaxed) < stage.end) return;
     }
   });
   const size_t failed = failed_at.load(std::memory_order_relaxed);

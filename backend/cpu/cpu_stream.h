@@ -41,13 +41,19 @@ class CpuStream final : public Stream {
  private:
   CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool,
             std::unique_ptr<TaskQueue> queue);
-  // Runs `nodes` on the pool, a barrier after each; returns the first error.
+  // Runs `nodes` on the pool and returns the first error. Nodes worth
+  // splitting (CpuIsParallelWorthy) run on the whole team with a barrier
+  // after each; runs of other nodes run on the calling thread alone while
+  // the helpers wait at one barrier.
   absl::Status RunGraph(const std::vector<Tensor*>& nodes);
 
   CpuDevice& device_;
   // Used only by the queue's worker.
   const std::unique_ptr<ThreadPool> pool_;
-  // Destroyed first: it runs what is queued (which uses pool_), then joins.
+  std::unique_ptr<char[]> work_;  // scratch memory of the kernels
+  size_t work_size_ = 0;
+  // Destroyed first: it runs what is queued (which uses pool_ and work_),
+  // then joins.
   const std::unique_ptr<TaskQueue> queue_;
 };
 

@@ -10,6 +10,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/cpu_device.h"
+#include "backend/cpu/simd_level.h"
 #include "backend/device.h"
 #include "backend/registry.h"
 #include "graph/context.h"
@@ -31,9 +33,12 @@ struct Spec {
 constexpr Spec kSpecs[] = {{"cpu", 2}, {"cpu:4", 1}, {"cuda", 1}};
 
 // The devices of all specs, each in the registry of its own spec (the specs'
-// device names overlap). Built on first use, never destroyed.
+// device names overlap), then one 2-thread CPU device per SIMD level this
+// machine supports, so that every kernel path is tested, not only the best.
+// Built on first use, never destroyed.
 struct Suite {
   std::vector<std::unique_ptr<Registry>> registries;
+  std::vector<std::string> labels;  // one per registry
   std::vector<absl::Status> errors;  // one per spec
   std::vector<OpCase> cases;
 };
@@ -45,6 +50,18 @@ const Suite& GetSuite() {
       auto registry = std::make_unique<Registry>();
       s->errors.push_back(AddDevices(spec.spec, spec.cpu_threads, *registry));
       s->registries.push_back(std::move(registry));
+      s->labels.push_back(SanitizedName(spec.spec));
+    }
+    for (SimdLevel level : SupportedSimdLevels()) {
+      auto registry = std::make_unique<Registry>();
+      CpuDeviceOptions options;
+      options.name = "cpu0";
+      options.n_threads = 2;
+      options.max_simd = level;
+      s->errors.push_back(
+          registry->Add(std::make_unique<CpuDevice>(std::move(options))));
+      s->registries.push_back(std::move(registry));
+      s->labels.push_back(absl::StrCat("simd_", std::string(SimdLevelName(level))));
     }
     s->cases = AllCases();
     return s;
@@ -71,7 +88,7 @@ std::vector<Param> Params() {
     for (size_t c = 0; c < suite.cases.size(); ++c) {
       Device* device = devices[c % devices.size()];
       params.push_back(Param{
-          absl::StrCat(SanitizedName(kSpecs[s].spec), "_", device->name()),
+          absl::StrCat(suite.labels[s], "_", device->name()),
           device, &suite.cases[c], static_cast<uint32_t>(c)});
     }
   }
@@ -99,10 +116,24 @@ TEST(ConformanceDevicesTest, SpecsAddDevices) {
   const Suite& suite = GetSuite();
   for (size_t s = 0; s < suite.errors.size(); ++s) {
     EXPECT_TRUE(suite.errors[s].ok())
-        << kSpecs[s].spec << ": " << suite.errors[s];
+        << suite.labels[s] << ": " << suite.errors[s];
   }
   EXPECT_EQ(suite.registries[0]->devices().size(), 1u);
   EXPECT_EQ(suite.registries[1]->devices().size(), 4u);
+}
+
+// Each SIMD level's device runs that level's kernels.
+TEST(ConformanceDevicesTest, SimdDevicesUseTheirLevel) {
+  const Suite& suite = GetSuite();
+  const std::vector<SimdLevel> levels = SupportedSimdLevels();
+  ASSERT_EQ(suite.registries.size(), std::size(kSpecs) + levels.size());
+  for (size_t i = 0; i < levels.size(); ++i) {
+    const Registry& registry = *suite.registries[std::size(kSpecs) + i];
+    ASSERT_EQ(registry.devices().size(), 1u);
+    const auto* cpu = dynamic_cast<const CpuDevice*>(registry.devices()[0]);
+    ASSERT_NE(cpu, nullptr);
+    EXPECT_EQ(cpu->simd_level(), levels[i]);
+  }
 }
 
 TEST(ConformanceCasesTest, EveryCaseBuilds) {

@@ -1,0 +1,231 @@
+#include "backend/cpu/cpu_mul_mat.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/work_split.h"
+#include "graph/type.h"
+
+namespace tessera {
+namespace {
+
+enum class Path { kNone, kF32, kConvert, kQuant };
+
+bool RowStrideFits(size_t nb1, int64_t ne0) {
+  return nb1 % sizeof(float) == 0 &&
+         nb1 >= static_cast<size_t>(ne0) * sizeof(float);
+}
+
+Path PathFor(const Tensor& node) {
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  if (a == nullptr || b == nullptr || node.type != Type::kF32 ||
+      b->type != Type::kF32 || node.IsEmpty() || node.data == nullptr ||
+      a->data == nullptr || b->data == nullptr) {
+    return Path::kNone;
+  }
+  const int64_t k = a->ne[0];
+  const int64_t m = a->ne[1];
+  if (k <= 0 || b->ne[0] != k || node.ne[0] != m || node.ne[1] != b->ne[1] ||
+      node.ne[2] != b->ne[2] || node.ne[3] != b->ne[3] || a->ne[2] <= 0 ||
+      a->ne[3] <= 0 || b->ne[2] % a->ne[2] != 0 || b->ne[3] % a->ne[3] != 0 ||
+      b->nb[0] != sizeof(float) || node.nb[0] != sizeof(float)) {
+    return Path::kNone;
+  }
+  const bool blas_strides =
+      RowStrideFits(b->nb[1], k) && RowStrideFits(node.nb[1], m);
+  switch (a->type) {
+    case Type::kF32:
+      return blas_strides && a->nb[0] == sizeof(float) &&
+                     RowStrideFits(a->nb[1], k)
+                 ? Path::kF32
+                 : Path::kNone;
+    case Type::kF16:
+    case Type::kBF16:
+      return blas_strides && a->nb[0] == sizeof(uint16_t) ? Path::kConvert
+                                                          : Path::kNone;
+    case Type::kQ8_0:
+    case Type::kQ4_0:
+      return k % 32 == 0 && a->nb[0] == Traits(a->type).type_size &&
+                     node.nb[1] % sizeof(float) == 0
+                 ? Path::kQuant
+                 : Path::kNone;
+    default:
+      return Path::kNone;
+  }
+}
+
+// Rows of src0 converted to F32 per sgemm call: enough to amortize
+// OpenBLAS's packing of src1 when src1 has many columns, few (staying in
+// cache) when it has few.
+int64_t ConvertBand(const Tensor& node) {
+  return node.ne[1] >= 32 ? 256 : 32;
+}
+
+size_t ConvertBytesPerThread(const Tensor& node) {
+  const size_t bytes = static_cast<size_t>(ConvertBand(node)) *
+                       static_cast<size_t>(node.src[0]->ne[0]) * sizeof(float);
+  return (bytes + 63) / 64 * 64;
+}
+
+// Calls fn(i12, i13, row_begin, row_end) for this thread's part of the
+// product: whole batches (dims 2 and 3 of dst) when there are at least as
+// many as threads, else a range of src0 rows of every batch.
+template <typename Fn>
+void ForEachPart(const Tensor& node, const CpuComputeContext& ctx, Fn fn) {
+  const int64_t ne2 = node.ne[2];
+  const int64_t batches = ne2 * node.ne[3];
+  const int64_t m = node.ne[0];
+  if (batches >= ctx.nth) {
+    const WorkRange part = WorkPart(batches, ctx.ith, ctx.nth);
+    for (int64_t t = part.begin; t < part.end; ++t) fn(t % ne2, t / ne2, 0, m);
+    return;
+  }
+  const WorkRange rows = WorkPart(m, ctx.ith, ctx.nth);
+  if (rows.begin == rows.end) return;
+  for (int64_t t = 0; t < batches; ++t) {
+    fn(t % ne2, t / ne2, rows.begin, rows.end);
+  }
+}
+
+// Address of src0 row `row` of the src0 matrix that dst batch (i12, i13)
+// multiplies with (broadcast over dims 2 and 3).
+const char* Src0Row(const Tensor& node, int64_t row, int64_t i12,
+                    int64_t i13) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t i02 = i12 / (b.ne[2] / a.ne[2]);
+  const int64_t i03 = i13 / (b.ne[3] / a.ne[3]);
+  return static_cast<const char*>(a.data) + row * a.nb[1] + i02 * a.nb[2] +
+         i03 * a.nb[3];
+}
+
+const float* Src1Batch(const Tensor& node, int64_t i12, int64_t i13) {
+  const Tensor& b = *node.src[1];
+  return reinterpret_cast<const float*>(static_cast<const char*>(b.data) +
+                                        i12 * b.nb[2] + i13 * b.nb[3]);
+}
+
+float* DstAt(const Tensor& node, int64_t row, int64_t i12, int64_t i13) {
+  return reinterpret_cast<float*>(static_cast<char*>(node.data) +
+                                  i12 * node.nb[2] + i13 * node.nb[3]) +
+         row;
+}
+
+// dst rows [0, n) x cols [0, rows) = src1 (n x k) * w (rows x k)^T.
+void Sgemm(const Tensor& node, const float* w, int64_t ldw, int64_t rows,
+           const float* src1, float* dst) {
+  const int64_t k = node.src[0]->ne[0];
+  const int64_t n = node.ne[1];
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, k, 1.0f, src1,
+              node.src[1]->nb[1] / sizeof(float), w, ldw, 0.0f, dst,
+              node.nb[1] / sizeof(float));
+}
+
+void MulMatF32(Tensor& node, const CpuComputeContext& ctx) {
+  const size_t lda = node.src[0]->nb[1] / sizeof(float);
+  ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
+    Sgemm(node, reinterpret_cast<const float*>(Src0Row(node, r0, i12, i13)),
+          lda, r1 - r0, Src1Batch(node, i12, i13), DstAt(node, r0, i12, i13));
+  });
+}
+
+void MulMatConvert(Tensor& node, const CpuComputeContext& ctx) {
+  const Tensor& a = *node.src[0];
+  const int64_t k = a.ne[0];
+  const int64_t band = ConvertBand(node);
+  float* scratch =
+      reinterpret_cast<float*>(ctx.work + ctx.ith * ConvertBytesPerThread(node));
+  auto convert = a.type == Type::kF16 ? ctx.kernels->f16_to_f32
+                                      : ctx.kernels->bf16_to_f32;
+  ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r += band) {
+      const int64_t rows = std::min(band, r1 - r);
+      for (int64_t i = 0; i < rows; ++i) {
+        convert(reinterpret_cast<const uint16_t*>(Src0Row(node, r + i, i12, i13)),
+                scratch + i * k, k);
+      }
+      Sgemm(node, scratch, k, rows, Src1Batch(node, i12, i13),
+            DstAt(node, r, i12, i13));
+    }
+  });
+}
+
+void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t k = a.ne[0];
+  const size_t act_bytes = ActRowBytes(k);
+  // 1. Quantize every src1 row (all threads), rows in (i11, i12, i13) order.
+  const int64_t src1_rows = b.ne[1] * b.ne[2] * b.ne[3];
+  const WorkRange mine = WorkPart(src1_rows, ctx.ith, ctx.nth);
+  for (int64_t t = mine.begin; t < mine.end; ++t) {
+    const int64_t i11 = t % b.ne[1];
+    const int64_t i12 = (t / b.ne[1]) % b.ne[2];
+    const int64_t i13 = t / (b.ne[1] * b.ne[2]);
+    const float* x = reinterpret_cast<const float*>(
+        static_cast<const char*>(b.data) + i11 * b.nb[1] + i12 * b.nb[2] +
+        i13 * b.nb[3]);
+    ctx.kernels->quantize_act(x, ctx.work + t * act_bytes, k);
+  }
+  ctx.barrier();
+  // 2. Integer dot products over this thread's part of the src0 rows.
+  auto kernel = a.type == Type::kQ8_0 ? ctx.kernels->mul_mat_q8_0
+                                      : ctx.kernels->mul_mat_q4_0;
+  ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
+    QuantMatMulArgs args;
+    args.w = Src0Row(node, r0, i12, i13);
+    args.w_row_bytes = a.nb[1];
+    args.rows = r1 - r0;
+    args.act = ctx.work + (i13 * b.ne[2] + i12) * b.ne[1] * act_bytes;
+    args.act_row_bytes = act_bytes;
+    args.cols = b.ne[1];
+    args.k = k;
+    args.dst = DstAt(node, r0, i12, i13);
+    args.dst_col_stride = node.nb[1] / sizeof(float);
+    kernel(args);
+  });
+}
+
+}  // namespace
+
+size_t MulMatWorkSize(const Tensor& node, int nth) {
+  switch (PathFor(node)) {
+    case Path::kConvert:
+      return static_cast<size_t>(nth) * ConvertBytesPerThread(node);
+    case Path::kQuant: {
+      const Tensor& b = *node.src[1];
+      return static_cast<size_t>(b.ne[1] * b.ne[2] * b.ne[3]) *
+             ActRowBytes(node.src[0]->ne[0]);
+    }
+    case Path::kF32:
+    case Path::kNone:
+      break;
+  }
+  return 0;
+}
+
+bool TryMulMat(Tensor& node, const CpuComputeContext& ctx) {
+  const Path path = PathFor(node);
+  if (path == Path::kNone) return false;
+  if (path == Path::kQuant) {
+    MulMatQuant(node, ctx);
+    return true;
+  }
+  // OpenBLAS runs single-threaded inside each thread of the team.
+  if (ctx.ith == 0 && openblas_get_num_threads() != 1) {
+    openblas_set_num_threads(1);
+  }
+  ctx.barrier();
+  if (path == Path::kF32) {
+    MulMatF32(node, ctx);
+  } else {
+    MulMatConvert(node, ctx);
+  }
+  return true;
+}
+
+}  // namespace tessera

@@ -1,0 +1,33 @@
+#ifndef TESSERA_BACKEND_CPU_CPU_MUL_MAT_H_
+#define TESSERA_BACKEND_CPU_CPU_MUL_MAT_H_
+
+// Fast MUL_MAT of the CPU device (ggml's semantics: dst[i1, i0] = dot(row
+// i0 of src0, row i1 of src1), broadcast of src0 over dims 2 and 3):
+//  - F32 src0: OpenBLAS sgemm, one thread's rows per call, OpenBLAS itself
+//    single-threaded (the device's team is the parallelism).
+//  - F16 and BF16 src0: bands of rows converted to F32 in scratch memory,
+//    then sgemm.
+//  - Q8_0 and Q4_0 src0: src1 quantized to 8-bit blocks in scratch memory
+//    (all threads, then a barrier), then integer dot products of the level's
+//    kernels, split over src0 rows.
+
+#include <cstddef>
+
+#include "backend/cpu/cpu_compute.h"
+#include "graph/tensor.h"
+
+namespace tessera {
+
+// Scratch bytes TryMulMat needs for `node` on `nth` threads (0 when it does
+// not take a fast path).
+size_t MulMatWorkSize(const Tensor& node, int nth);
+
+// Computes part ctx.ith of `node` and returns true when a fast path fits it
+// (F32 operands, rows contiguous, strides BLAS accepts, shapes consistent,
+// k a multiple of 32 for quantized src0); returns false, having done
+// nothing, otherwise. Every thread of the team gets the same answer.
+bool TryMulMat(Tensor& node, const CpuComputeContext& ctx);
+
+}  // namespace tessera
+
+#endif  // TESSERA_BACKEND_CPU_CPU_MUL_MAT_H_

@@ -1,0 +1,148 @@
+// The AVX2 kernels (SimdLevel::kAvx2), compiled with -mavx2 -mfma -mf16c.
+// Quantized products take one 32-value block per 256-bit register:
+// maddubs (u8 x s8 pairs) then madd to 32-bit sums.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_levels.h"
+#include "graph/type.h"
+
+namespace tessera::cpu_avx2 {
+namespace {
+
+#include "backend/cpu/kernels_generic.inc"
+
+void F16ToF32(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
+}
+
+float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Per weight type: Load gives a block's weights as bytes for maddubs and
+// Dot the 32-bit block sums against activations q, such that
+//   contribution = dw * (da * Dot - kOffset * s)
+// with s the activation block's d * sum(q).
+struct Q8 {
+  using Block = BlockQ8_0;
+  static constexpr float kOffset = 0.0f;
+  struct W {
+    __m256i abs;   // |w|
+    __m256i sign;  // w (its sign is applied to the activations)
+  };
+  static W Load(const Block& b) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+    return {_mm256_abs_epi8(w), w};
+  }
+  static __m256i Dot(const W& w, __m256i q) {
+    const __m256i p = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(q, w.sign));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  }
+};
+
+struct Q4 {
+  using Block = BlockQ4_0;
+  static constexpr float kOffset = 8.0f;
+  struct W {
+    __m256i nibbles;  // w + 8, in 0..15
+  };
+  static W Load(const Block& b) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(raw, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+    return {_mm256_set_m128i(hi, lo)};
+  }
+  static __m256i Dot(const W& w, __m256i q) {
+    const __m256i p = _mm256_maddubs_epi16(w.nibbles, q);
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+  }
+};
+
+template <typename T>
+struct QuantKernel : TileDispatch<QuantKernel<T>> {
+  using Block = typename T::Block;
+
+  template <int R, int C>
+  static void Tile(const QuantMatMulArgs& a, int64_t r0, int64_t c0) {
+    const int64_t nb = a.k / 32;
+    const Block* w[R];
+    for (int r = 0; r < R; ++r) {
+      w[r] = reinterpret_cast<const Block*>(a.w + (r0 + r) * a.w_row_bytes);
+    }
+    const int8_t* q[C];
+    const float* d[C];
+    for (int c = 0; c < C; ++c) {
+      const char* row = a.act + (c0 + c) * a.act_row_bytes;
+      q[c] = reinterpret_cast<const int8_t*>(row);
+      d[c] = reinterpret_cast<const float*>(row + a.k);
+    }
+    __m256 acc[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    }
+    const __m256 offset = _mm256_set1_ps(T::kOffset / 8.0f);
+    for (int64_t b = 0; b < nb; ++b) {
+      typename T::W wv[R];
+      __m256 dw[R];
+      for (int r = 0; r < R; ++r) {
+        wv[r] = T::Load(w[r][b]);
+        dw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].d));
+      }
+      for (int c = 0; c < C; ++c) {
+        const __m256i qv =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[c] + 32 * b));
+        const __m256 da = _mm256_broadcast_ss(d[c] + b);
+        // Each of the 8 lanes carries 1/8 of the block's offset term.
+        const __m256 sa = _mm256_mul_ps(_mm256_broadcast_ss(d[c] + nb + b), offset);
+        for (int r = 0; r < R; ++r) {
+          const __m256 sum = _mm256_cvtepi32_ps(T::Dot(wv[r], qv));
+          acc[r][c] =
+              _mm256_fmadd_ps(_mm256_fmsub_ps(sum, da, sa), dw[r], acc[r][c]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) {
+        a.dst[(c0 + c) * a.dst_col_stride + r0 + r] = HorizontalSum(acc[r][c]);
+      }
+    }
+  }
+};
+
+void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
+void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
+
+}  // namespace
+
+const CpuKernels kKernels = {
+    .level = SimdLevel::kAvx2,
+    .quantize_act = QuantizeActGeneric,
+    .mul_mat_q8_0 = MulMatQ8,
+    .mul_mat_q4_0 = MulMatQ4,
+    .f16_to_f32 = F16ToF32,
+    .bf16_to_f32 = Bf16ToF32Generic,
+    .binary = BinaryGeneric,
+    .norm = NormGeneric,
+    .soft_max = SoftMaxGeneric,
+    .rope = RopeGeneric,
+};
+
+}  // namespace tessera::cpu_avx2

@@ -1,0 +1,181 @@
+// The AVX-512 kernels (SimdLevel::kAvx512), compiled with -mavx512f
+// -mavx512bw -mavx512vl -mavx512vnni (and the AVX2 flags). Quantized
+// products take two 32-value blocks per 512-bit register and use VNNI
+// dpbusd (u8 x s8 sums of four) for the integer dot products; an odd last
+// block goes through the 256-bit form.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_levels.h"
+#include "graph/type.h"
+
+namespace tessera::cpu_avx512 {
+namespace {
+
+#include "backend/cpu/kernels_generic.inc"
+
+void F16ToF32(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    _mm512_storeu_ps(y + i, _mm512_cvtph_ps(h));
+  }
+  for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
+}
+
+float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// [a x 8, b x 8]
+__m512 Halves(float a, float b) {
+  return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+}
+
+// Per weight type: the unsigned bytes u of a block with w = u - kOffset,
+// for one block (Load1) and two consecutive blocks (Load2).
+struct Q8 {
+  using Block = BlockQ8_0;
+  static constexpr float kOffset = 128.0f;
+  static __m256i Load1(const Block& b) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+    return _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+  static __m512i Load2(const Block* b) {
+    const __m512i w = _mm512_inserti64x4(
+        _mm512_castsi256_si512(Load1(b[0])), Load1(b[1]), 1);
+    return w;
+  }
+};
+
+struct Q4 {
+  using Block = BlockQ4_0;
+  static constexpr float kOffset = 8.0f;
+  static __m256i Load1(const Block& b) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(raw, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+    return _mm256_set_m128i(hi, lo);
+  }
+  static __m512i Load2(const Block* b) {
+    // Nibbles of both blocks at once: lanes [lo0, lo1, hi0, hi1] reordered
+    // to [lo0, hi0, lo1, hi1].
+    const __m256i raw = _mm256_set_m128i(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs)));
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_and_si256(raw, mask);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+    const __m512i all =
+        _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    return _mm512_shuffle_i64x2(all, all, _MM_SHUFFLE(3, 1, 2, 0));
+  }
+};
+
+// contribution of a block = dw * (da * dot(u, q) - kOffset * s), with s the
+// activation block's d * sum(q); each of a block's 8 lanes carries 1/8 of
+// the offset term.
+template <typename T>
+struct QuantKernel : TileDispatch<QuantKernel<T>> {
+  using Block = typename T::Block;
+
+  template <int R, int C>
+  static void Tile(const QuantMatMulArgs& a, int64_t r0, int64_t c0) {
+    const int64_t nb = a.k / 32;
+    const Block* w[R];
+    for (int r = 0; r < R; ++r) {
+      w[r] = reinterpret_cast<const Block*>(a.w + (r0 + r) * a.w_row_bytes);
+    }
+    const int8_t* q[C];
+    const float* d[C];
+    for (int c = 0; c < C; ++c) {
+      const char* row = a.act + (c0 + c) * a.act_row_bytes;
+      q[c] = reinterpret_cast<const int8_t*>(row);
+      d[c] = reinterpret_cast<const float*>(row + a.k);
+    }
+    __m512 acc[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    }
+    const __m512 offset = _mm512_set1_ps(T::kOffset / 8.0f);
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      __m512i u[R];
+      __m512 dw[R];
+      for (int r = 0; r < R; ++r) {
+        u[r] = T::Load2(w[r] + b);
+        dw[r] = Halves(_cvtsh_ss(w[r][b].d), _cvtsh_ss(w[r][b + 1].d));
+      }
+      for (int c = 0; c < C; ++c) {
+        const __m512i qv = _mm512_loadu_si512(q[c] + 32 * b);
+        const __m512 da = Halves(d[c][b], d[c][b + 1]);
+        const __m512 sa =
+            _mm512_mul_ps(Halves(d[c][nb + b], d[c][nb + b + 1]), offset);
+        for (int r = 0; r < R; ++r) {
+          const __m512 sum = _mm512_cvtepi32_ps(
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[r], qv));
+          acc[r][c] =
+              _mm512_fmadd_ps(_mm512_fmsub_ps(sum, da, sa), dw[r], acc[r][c]);
+        }
+      }
+    }
+    __m256 tail[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) tail[r][c] = _mm256_setzero_ps();
+    }
+    if (b < nb) {
+      const __m256 offset8 = _mm256_set1_ps(T::kOffset / 8.0f);
+      for (int r = 0; r < R; ++r) {
+        const __m256i u = T::Load1(w[r][b]);
+        const __m256 dw = _mm256_set1_ps(_cvtsh_ss(w[r][b].d));
+        for (int c = 0; c < C; ++c) {
+          const __m256i qv =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[c] + 32 * b));
+          const __m256 sum = _mm256_cvtepi32_ps(
+              _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, qv));
+          const __m256 sa = _mm256_mul_ps(_mm256_set1_ps(d[c][nb + b]), offset8);
+          tail[r][c] = _mm256_mul_ps(
+              _mm256_fmsub_ps(sum, _mm256_set1_ps(d[c][b]), sa), dw);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) {
+        a.dst[(c0 + c) * a.dst_col_stride + r0 + r] =
+            _mm512_reduce_add_ps(acc[r][c]) + HorizontalSum(tail[r][c]);
+      }
+    }
+  }
+};
+
+void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
+void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
+
+}  // namespace
+
+const CpuKernels kKernels = {
+    .level = SimdLevel::kAvx512,
+    .quantize_act = QuantizeActGeneric,
+    .mul_mat_q8_0 = MulMatQ8,
+    .mul_mat_q4_0 = MulMatQ4,
+    .f16_to_f32 = F16ToF32,
+    .bf16_to_f32 = Bf16ToF32Generic,
+    .binary = BinaryGeneric,
+    .norm = NormGeneric,
+    .soft_max = SoftMaxGeneric,
+    .rope = RopeGeneric,
+};
+
+}  // namespace tessera::cpu_avx512

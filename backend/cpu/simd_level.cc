@@ -1,0 +1,56 @@
+#include "backend/cpu/simd_level.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+
+namespace tessera {
+
+SimdLevel DetectSimdLevel() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") &&
+                    __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                      __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512vnni");
+  if (avx512) return SimdLevel::kAvx512;
+  if (avx2) return SimdLevel::kAvx2;
+#endif
+  return SimdLevel::kScalar;
+}
+
+std::vector<SimdLevel> SupportedSimdLevels() {
+  std::vector<SimdLevel> levels;
+  const int best = static_cast<int>(DetectSimdLevel());
+  for (int level = 0; level <= best; ++level) {
+    levels.push_back(static_cast<SimdLevel>(level));
+  }
+  return levels;
+}
+
+std::string_view SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar:
+      return "scalar";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<SimdLevel> ParseSimdLevel(std::string_view name) {
+  for (SimdLevel level :
+       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (name == SimdLevelName(level)) return level;
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "[ParseSimdLevel] unknown SIMD level \"%s\" (want scalar, avx2 or "
+      "avx512)",
+      name));
+}
+
+}  // namespace tessera

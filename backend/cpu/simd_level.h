@@ -1,0 +1,33 @@
+#ifndef TESSERA_BACKEND_CPU_SIMD_LEVEL_H_
+#define TESSERA_BACKEND_CPU_SIMD_LEVEL_H_
+
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tessera {
+
+// Instruction-set levels the CPU kernels are compiled for, lowest first.
+// Each level's kernels live in a library compiled with that level's flags
+// and run only when the CPU reports the features (checked at run time):
+//  - kScalar: any x86-64 (and any other target): portable C++.
+//  - kAvx2: AVX2, FMA, F16C.
+//  - kAvx512: AVX-512 F, BW, VL and VNNI.
+enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// The highest level this CPU supports.
+SimdLevel DetectSimdLevel();
+
+// Every level this CPU supports, lowest first (kScalar always).
+std::vector<SimdLevel> SupportedSimdLevels();
+
+// "scalar", "avx2", "avx512".
+std::string_view SimdLevelName(SimdLevel level);
+
+// The inverse of SimdLevelName. Errors: INVALID_ARGUMENT for another name.
+absl::StatusOr<SimdLevel> ParseSimdLevel(std::string_view name);
+
+}  // namespace tessera
+
+#endif  // TESSERA_BACKEND_CPU_SIMD_LEVEL_H_
