@@ -4,6 +4,7 @@
 // Every case is a graph of one op computed through a CpuDevice stream.
 //
 //   bazel run -c opt //bench:ops -- [--threads=N] [--simd=scalar|avx2|avx512]
+//                                   [--case=SUBSTRING]
 //
 // Bandwidths count bytes touched, read plus written: memcpy of S bytes
 // touches 2S; an op touches its inputs and its output once; MUL_MAT with one
@@ -176,7 +177,10 @@ void PrintRow(std::string_view name, double seconds, double gflops,
 }
 
 absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
-                        Type type, int64_t n) {
+                        std::string_view only, Type type, int64_t n) {
+  const std::string name =
+      absl::StrFormat("MUL_MAT %s n=%d", TypeName(type), n);
+  if (name.find(only) == std::string::npos) return absl::OkStatus();
   constexpr int64_t kM = 4096;
   constexpr int64_t kK = 14336;
   OneOp op;
@@ -200,14 +204,16 @@ absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
     gbps = bytes_per_s / 1e9;
     vs_memcpy = bytes_per_s / lim.memcpy_bytes_per_s;
   }
-  PrintRow(absl::StrFormat("MUL_MAT %s n=%d", TypeName(type), n), seconds,
+  PrintRow(name, seconds,
            flops / 1e9, flops / sgemm, gbps, vs_memcpy);
   return absl::OkStatus();
 }
 
 template <typename Build>
 absl::Status MemoryCase(CpuDevice& device, Stream& stream, const Limits& lim,
-                        std::string_view name, Build build) {
+                        std::string_view only, std::string_view name,
+                        Build build) {
+  if (name.find(only) == std::string_view::npos) return absl::OkStatus();
   OneOp op;
   TESSERA_RETURN_IF_ERROR(Prepare(device, build, op));
   size_t bytes = 0;
@@ -220,7 +226,7 @@ absl::Status MemoryCase(CpuDevice& device, Stream& stream, const Limits& lim,
   return absl::OkStatus();
 }
 
-absl::Status Main(int threads, SimdLevel simd) {
+absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
   CpuDevice device(CpuDeviceOptions{
       .name = "cpu0", .n_threads = threads, .max_simd = simd});
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
@@ -240,31 +246,31 @@ absl::Status Main(int threads, SimdLevel simd) {
   PrintHeader();
   for (Type type : {Type::kF32, Type::kF16, Type::kQ8_0, Type::kQ4_0}) {
     for (int64_t n : {1, 8, 512}) {
-      TESSERA_RETURN_IF_ERROR(MulMatCase(device, *stream, lim, type, n));
+      TESSERA_RETURN_IF_ERROR(MulMatCase(device, *stream, lim, only, type, n));
     }
   }
   TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, "ADD f32 [4096,512]",
+      device, *stream, lim, only, "ADD f32 [4096,512]",
       [](Context& ctx) -> absl::StatusOr<Tensor*> {
         TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
         TESSERA_ASSIGN_OR_RETURN(Tensor * b, ctx.NewTensor(Type::kF32, {4096, 512}));
         return Add(ctx, a, b);
       }));
   TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, "RMS_NORM f32 [4096,512]",
+      device, *stream, lim, only, "RMS_NORM f32 [4096,512]",
       [](Context& ctx) -> absl::StatusOr<Tensor*> {
         TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
         return RmsNorm(ctx, a, 1e-5f);
       }));
   TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, "SOFT_MAX f32 [4096,4096,5]",
+      device, *stream, lim, only, "SOFT_MAX f32 [4096,4096,5]",
       [](Context& ctx) -> absl::StatusOr<Tensor*> {
         TESSERA_ASSIGN_OR_RETURN(Tensor * a,
                                  ctx.NewTensor(Type::kF32, {4096, 4096, 5}));
         return SoftMax(ctx, a, nullptr, 1.0f, 0.0f);
       }));
   TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, "ROPE f32 [128,32,512]",
+      device, *stream, lim, only, "ROPE f32 [128,32,512]",
       [](Context& ctx) -> absl::StatusOr<Tensor*> {
         TESSERA_ASSIGN_OR_RETURN(Tensor * a,
                                  ctx.NewTensor(Type::kF32, {128, 32, 512}));
@@ -283,6 +289,7 @@ absl::Status Main(int threads, SimdLevel simd) {
 int main(int argc, char** argv) {
   int threads = 2;
   tessera::SimdLevel simd = tessera::DetectSimdLevel();
+  std::string only;  // run only the cases whose name contains this
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.starts_with("--threads=")) {
@@ -298,13 +305,16 @@ int main(int argc, char** argv) {
         return 2;
       }
       simd = *level;
+    } else if (arg.starts_with("--case=")) {
+      only = arg.substr(7);
     } else {
       absl::FPrintF(stderr,
-                    "usage: ops [--threads=N] [--simd=scalar|avx2|avx512]\n");
+                    "usage: ops [--threads=N] [--simd=scalar|avx2|avx512] "
+                    "[--case=SUBSTRING]\n");
       return 2;
     }
   }
-  const absl::Status status = tessera::Main(threads, simd);
+  const absl::Status status = tessera::Main(threads, simd, only);
   if (!status.ok()) {
     absl::FPrintF(stderr, "%s\n", status.ToString());
     return 1;

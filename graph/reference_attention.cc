@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "graph/position_encoding.h"
 #include "graph/reference_internal.h"
 #include "graph/tensor.h"
 #include "graph/type.h"
@@ -19,20 +20,6 @@ namespace tessera::reference_internal {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-// ALiBi slope of `head` of `n_head` (ggml's formula, in float): with h the
-// largest power of two <= n_head, m0 = 2^(-max_bias / h), m1 = 2^(-max_bias
-// / 2 / h); slope = m0^(head + 1) for head < h, else m1^(2 (head - h) + 1).
-// 1 when max_bias <= 0.
-float AlibiSlope(float max_bias, int64_t head, int64_t n_head) {
-  if (!(max_bias > 0.0f)) return 1.0f;
-  int64_t h = 1;
-  while (h * 2 <= n_head) h *= 2;
-  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(h));
-  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(h));
-  return head < h ? std::pow(m0, static_cast<float>(head + 1))
-                  : std::pow(m1, static_cast<float>(2 * (head - h) + 1));
-}
 
 // Checks an optional attention mask (F32 or F16, [n0, >= n1, m2, m3] with
 // n2 % m2 == 0 and n3 % m3 == 0).
@@ -48,66 +35,6 @@ absl::Status CheckMask(const Tensor& node, const Tensor& mask, int64_t n0,
                    ", >= ", n1, ", ", n2, ", ", n3, "]");
   }
   return absl::OkStatus();
-}
-
-// YaRN correction dimension for `n_rot` rotations (ggml's
-// rope_yarn_corr_dim, in float): n_dims ln(n_ctx_orig / (2 pi n_rot)) /
-// (2 ln base).
-float YarnCorrDim(int n_dims, int n_ctx_orig, float n_rot, float base) {
-  constexpr float kPi = 3.14159265358979323846f;
-  return static_cast<float>(n_dims) *
-         std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * kPi)) /
-         (2.0f * std::log(base));
-}
-
-struct RopeAngles {
-  std::vector<double> cos;  // one per rotated pair, scaled by mscale
-  std::vector<double> sin;
-};
-
-// cos and sin of each pair's angle at position `pos` (ggml's rope_yarn):
-//   theta_extrap = pos * base^(-2i / n_dims), theta_interp = freq_scale *
-//   theta_extrap; with ext_factor != 0, ramp = ext_factor * (1 - clamp((i -
-//   low) / max(0.001, high - low), 0, 1)) mixes them as theta = theta_interp
-//   (1 - ramp) + theta_extrap ramp and mscale = attn_factor (1 + 0.1
-//   ln(1 / freq_scale)); otherwise theta = theta_interp, mscale =
-//   attn_factor. [low, high] are the correction dims: floor/ceil of
-//   YarnCorrDim at beta_fast/beta_slow, clamped to [0, n_dims - 1].
-void ComputeRopeAngles(const Tensor& node, double pos, RopeAngles& out) {
-  const int n_dims = node.op_params[1];
-  const int n_ctx_orig = node.op_params[4];
-  const float freq_base = node.param<float>(5);
-  const float freq_scale = node.param<float>(6);
-  const float ext_factor = node.param<float>(7);
-  const float attn_factor = node.param<float>(8);
-  const float beta_fast = node.param<float>(9);
-  const float beta_slow = node.param<float>(10);
-
-  const float low = std::max(
-      0.0f, std::floor(YarnCorrDim(n_dims, n_ctx_orig, beta_fast, freq_base)));
-  const float high = std::min(
-      static_cast<float>(n_dims - 1),
-      std::ceil(YarnCorrDim(n_dims, n_ctx_orig, beta_slow, freq_base)));
-
-  const int pairs = n_dims / 2;
-  out.cos.resize(pairs);
-  out.sin.resize(pairs);
-  for (int i = 0; i < pairs; ++i) {
-    const double theta_extrap =
-        pos * std::pow(static_cast<double>(freq_base), -2.0 * i / n_dims);
-    const double theta_interp = freq_scale * theta_extrap;
-    double theta = theta_interp;
-    double mscale = attn_factor;
-    if (ext_factor != 0.0f) {
-      const double y =
-          (i - static_cast<double>(low)) / std::max(0.001f, high - low);
-      const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
-      theta = theta_interp * (1.0 - ramp) + theta_extrap * ramp;
-      mscale *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
-    }
-    out.cos[i] = std::cos(theta) * mscale;
-    out.sin[i] = std::sin(theta) * mscale;
-  }
 }
 
 }  // namespace

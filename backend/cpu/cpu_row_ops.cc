@@ -8,6 +8,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/work_split.h"
+#include "graph/position_encoding.h"
 #include "graph/type.h"
 
 namespace tessera {
@@ -56,62 +57,12 @@ BinaryKind KindOf(Op op) {
   }
 }
 
-// ALiBi slope of `head` of `n_head` (ggml's formula; 1 when max_bias <= 0),
-// as the reference computes it.
-float AlibiSlope(float max_bias, int64_t head, int64_t n_head) {
-  if (!(max_bias > 0.0f)) return 1.0f;
-  int64_t h = 1;
-  while (h * 2 <= n_head) h *= 2;
-  const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(h));
-  const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(h));
-  return head < h ? std::pow(m0, static_cast<float>(head + 1))
-                  : std::pow(m1, static_cast<float>(2 * (head - h) + 1));
-}
-
-// YaRN correction dimension (ggml's rope_yarn_corr_dim).
-float YarnCorrDim(int n_dims, int n_ctx_orig, float n_rot, float base) {
-  constexpr float kPi = 3.14159265358979323846f;
-  return static_cast<float>(n_dims) *
-         std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * kPi)) /
-         (2.0f * std::log(base));
-}
-
-// cos and sin (scaled by mscale) of each rotated pair's angle at `pos`,
-// ggml's rope_yarn as graph/reference_attention.cc computes it.
-void RopeAngles(const Tensor& node, double pos, std::vector<float>& cos,
-                std::vector<float>& sin) {
-  const int n_dims = node.op_params[1];
-  const int n_ctx_orig = node.op_params[4];
-  const float freq_base = node.param<float>(5);
-  const float freq_scale = node.param<float>(6);
-  const float ext_factor = node.param<float>(7);
-  const float attn_factor = node.param<float>(8);
-  const float beta_fast = node.param<float>(9);
-  const float beta_slow = node.param<float>(10);
-  const float low = std::max(
-      0.0f, std::floor(YarnCorrDim(n_dims, n_ctx_orig, beta_fast, freq_base)));
-  const float high = std::min(
-      static_cast<float>(n_dims - 1),
-      std::ceil(YarnCorrDim(n_dims, n_ctx_orig, beta_slow, freq_base)));
-  const int pairs = n_dims / 2;
-  cos.resize(pairs);
-  sin.resize(pairs);
-  for (int i = 0; i < pairs; ++i) {
-    const double theta_extrap =
-        pos * std::pow(static_cast<double>(freq_base), -2.0 * i / n_dims);
-    const double theta_interp = freq_scale * theta_extrap;
-    double theta = theta_interp;
-    double mscale = attn_factor;
-    if (ext_factor != 0.0f) {
-      const double y =
-          (i - static_cast<double>(low)) / std::max(0.001f, high - low);
-      const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
-      theta = theta_interp * (1.0 - ramp) + theta_extrap * ramp;
-      mscale *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
-    }
-    cos[i] = static_cast<float>(std::cos(theta) * mscale);
-    sin[i] = static_cast<float>(std::sin(theta) * mscale);
-  }
+// RoPE's cos and sin at `pos` as floats, from the reference's angles.
+void RopeAnglesF32(const Tensor& node, double pos, RopeAngles& angles,
+                   std::vector<float>& cos, std::vector<float>& sin) {
+  ComputeRopeAngles(node, pos, angles);
+  cos.assign(angles.cos.begin(), angles.cos.end());
+  sin.assign(angles.sin.begin(), angles.sin.end());
 }
 
 }  // namespace
@@ -180,6 +131,7 @@ bool TryRope(Tensor& node, const CpuComputeContext& ctx) {
     return false;
   }
   const Tensor& a = *node.src[0];
+  RopeAngles angles;
   std::vector<float> cos;
   std::vector<float> sin;
   int64_t angles_for = -1;
@@ -188,7 +140,7 @@ bool TryRope(Tensor& node, const CpuComputeContext& ctx) {
       int32_t p;
       std::memcpy(&p, static_cast<const char*>(pos->data) + i2 * pos->nb[0],
                   sizeof(p));
-      RopeAngles(node, static_cast<double>(p), cos, sin);
+      RopeAnglesF32(node, static_cast<double>(p), angles, cos, sin);
       angles_for = i2;
     }
     ctx.kernels->rope(Row(a, i1, i2, i3), Row(node, i1, i2, i3), node.ne[0],
