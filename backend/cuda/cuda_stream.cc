@@ -1,0 +1,403 @@
+#include "backend/cuda/cuda_stream.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backend/cuda/cuda_buffer.h"
+#include "backend/cuda/cuda_compute.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_error.h"
+#include "backend/cuda/cuda_event.h"
+#include "backend/cuda/kernels.h"
+#include "backend/ticket_event.h"
+#include "graph/graph.h"
+#include "graph/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera {
+namespace {
+
+using cuda_kernels::KernelError;
+
+constexpr size_t kScratchGranularity = size_t{1} << 20;
+
+absl::Status Prefixed(const absl::Status& status, std::string_view prefix) {
+  return absl::Status(status.code(),
+                      absl::StrFormat("%s%s", prefix, status.message()));
+}
+
+// What a host callback needs to wait for another device's event: a
+// TicketEvent (CPU and remote devices) with the ticket recorded when the wait
+// was queued, so that a later recording does not delay this stream; any
+// other event through Event::Synchronize.
+struct ForeignWait {
+  Event* event;
+  TicketEvent* ticket_event;  // null for other kinds of events
+  uint64_t ticket;
+  KernelError* record;
+  std::string prefix;
+};
+
+// Runs on CUDA's callback thread in stream order: blocks until the event is
+// done and, if it failed, writes its status into the record (unless an
+// earlier failure is there). Makes no CUDA calls.
+void WaitForeignEvent(void* arg) {
+  std::unique_ptr<ForeignWait> wait(static_cast<ForeignWait*>(arg));
+  const absl::Status s = wait->ticket_event != nullptr
+                             ? wait->ticket_event->WaitFor(wait->ticket)
+                             : wait->event->Synchronize();
+  if (s.ok() || wait->record->code != cuda_kernels::kKernelOk) return;
+  const std::string message = absl::StrCat(wait->prefix, s.message());
+  const size_t n = std::min(message.size(), sizeof(wait->record->message) - 1);
+  std::memcpy(wait->record->message, message.data(), n);
+  wait->record->message[n] = '\0';
+  wait->record->value = static_cast<int64_t>(s.code());
+  wait->record->code = cuda_kernels::kKernelForeignEventFailed;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaStream>> CudaStream::Create(
+    CudaDevice& device) {
+  std::unique_ptr<CudaStream> stream(new CudaStream(device));
+  TESSERA_RETURN_IF_ERROR(stream->Init());
+  return stream;
+}
+
+CudaStream::CudaStream(CudaDevice& device) : device_(device), graphs_(device) {}
+
+absl::Status CudaStream::Init() {
+  constexpr std::string_view kWhere = "CreateStream";
+  TESSERA_RETURN_IF_ERROR(device_.Activate(kWhere));
+  TESSERA_RETURN_IF_ERROR(device_.Check(
+      cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+      "cudaStreamCreateWithFlags", kWhere));
+  TESSERA_RETURN_IF_ERROR(Prefixed(
+      TESSERA_CUBLAS_STATUS(cublasCreate(&cublas_)),
+      absl::StrFormat("[%s %s] ", device_.name(), kWhere)));
+  TESSERA_RETURN_IF_ERROR(Prefixed(
+      TESSERA_CUBLAS_STATUS(cublasSetStream(cublas_, stream_)),
+      absl::StrFormat("[%s %s] ", device_.name(), kWhere)));
+  // A workspace of our own keeps cuBLAS from allocating during CUDA graph
+  // capture.
+  TESSERA_ASSIGN_OR_RETURN(cublas_workspace_,
+                           device_.pool().Allocate(kCublasWorkspaceBytes));
+  TESSERA_RETURN_IF_ERROR(Prefixed(
+      TESSERA_CUBLAS_STATUS(cublasSetWorkspace(cublas_, cublas_workspace_,
+                                               kCublasWorkspaceBytes)),
+      absl::StrFormat("[%s %s] ", device_.name(), kWhere)));
+
+  TESSERA_ASSIGN_OR_RETURN(void* error,
+                           device_.pool().Allocate(sizeof(KernelError)));
+  error_ = static_cast<KernelError*>(error);
+  void* readback = nullptr;
+  TESSERA_RETURN_IF_ERROR(device_.Check(
+      cudaHostAlloc(&readback, sizeof(KernelError), cudaHostAllocPortable),
+      "cudaHostAlloc", kWhere));
+  readback_ = static_cast<KernelError*>(readback);
+  void* foreign = nullptr;
+  TESSERA_RETURN_IF_ERROR(device_.Check(
+      cudaHostAlloc(&foreign, sizeof(KernelError),
+                    cudaHostAllocPortable | cudaHostAllocMapped),
+      "cudaHostAlloc", kWhere));
+  foreign_ = static_cast<KernelError*>(foreign);
+  std::memset(readback_, 0, sizeof(KernelError));
+  std::memset(foreign_, 0, sizeof(KernelError));
+  TESSERA_RETURN_IF_ERROR(device_.Check(
+      cudaMemsetAsync(error_, 0, sizeof(KernelError), stream_),
+      "cudaMemsetAsync", kWhere));
+  return device_.Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize",
+                       kWhere);
+}
+
+CudaStream::~CudaStream() {
+  const bool usable = device_.Activate("~CudaStream").ok();
+  if (usable && stream_ != nullptr) {
+    device_.Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize",
+                  "~CudaStream")
+        .IgnoreError();
+  }
+  graphs_.Clear();
+  if (usable) {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (readback_ != nullptr) cudaFreeHost(readback_);
+    if (foreign_ != nullptr) cudaFreeHost(foreign_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  // Pool ranges are bookkeeping and go back even on an unhealthy device.
+  device_.pool().Free(scratch_);
+  device_.pool().Free(error_);
+  device_.pool().Free(cublas_workspace_);
+}
+
+Device& CudaStream::device() { return device_; }
+
+absl::Status CudaStream::CheckTensor(const Tensor& t,
+                                     std::string_view where) const {
+  if (t.data == nullptr || t.buffer == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("[%s %s] tensor %s is not allocated", device_.name(),
+                        where, Describe(t)));
+  }
+  if (!device_.SupportsBufferType(t.buffer->type())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s %s] tensor %s is in a %s buffer, not in this device's memory",
+        device_.name(), where, Describe(t), t.buffer->type().name()));
+  }
+  if (absl::StatusOr<size_t> offset = t.buffer->OffsetOf(t); !offset.ok()) {
+    return Prefixed(offset.status(),
+                    absl::StrFormat("[%s %s] ", device_.name(), where));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::CheckRange(const Tensor& t, const void* data,
+                                    size_t offset, size_t size,
+                                    std::string_view where) const {
+  TESSERA_RETURN_IF_ERROR(CheckTensor(t, where));
+  const size_t bytes = t.NumBytes();
+  if (offset > bytes || size > bytes - offset) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s %s] range of %u bytes at offset %u is outside the %u bytes of "
+        "tensor %s",
+        device_.name(), where, size, offset, bytes, Describe(t)));
+  }
+  if (data == nullptr && size > 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s %s] null host pointer for %u bytes", device_.name(), where,
+        size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::status() {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+absl::Status CudaStream::Fail(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (status_.ok()) status_ = status;
+  return status;
+}
+
+absl::Status CudaStream::Queued(cudaError_t error, std::string_view call,
+                                std::string_view where) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return Fail(device_.Check(error, call, where));
+}
+
+absl::Status CudaStream::SetTensorAsync(Tensor& t, const void* data,
+                                        size_t offset, size_t size) {
+  constexpr std::string_view kWhere = "CudaStream::SetTensorAsync";
+  TESSERA_RETURN_IF_ERROR(CheckRange(t, data, offset, size, kWhere));
+  if (size == 0 || !status().ok()) return absl::OkStatus();
+  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  return Queued(cudaMemcpyAsync(static_cast<char*>(t.data) + offset, data,
+                                size, cudaMemcpyHostToDevice, stream_),
+                "cudaMemcpyAsync", kWhere);
+}
+
+absl::Status CudaStream::GetTensorAsync(const Tensor& t, void* data,
+                                        size_t offset, size_t size) {
+  constexpr std::string_view kWhere = "CudaStream::GetTensorAsync";
+  TESSERA_RETURN_IF_ERROR(CheckRange(t, data, offset, size, kWhere));
+  if (size == 0 || !status().ok()) return absl::OkStatus();
+  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  return Queued(cudaMemcpyAsync(data, static_cast<const char*>(t.data) + offset,
+                                size, cudaMemcpyDeviceToHost, stream_),
+                "cudaMemcpyAsync", kWhere);
+}
+
+absl::Status CudaStream::CopyTensorAsync(const Tensor& src, Tensor& dst) {
+  constexpr std::string_view kWhere = "CudaStream::CopyTensorAsync";
+  TESSERA_RETURN_IF_ERROR(CheckTensor(dst, kWhere));
+  if (src.data == nullptr || src.buffer == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("[%s %s] source %s is not allocated", device_.name(),
+                        kWhere, Describe(src)));
+  }
+  CudaDevice* src_device = CudaDeviceOf(src);
+  if (src_device == nullptr && !src.buffer->type().is_host()) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "[%s %s] source %s is in %s memory, which this device cannot reach",
+        device_.name(), kWhere, Describe(src), src.buffer->type().name()));
+  }
+  if (absl::StatusOr<size_t> offset = src.buffer->OffsetOf(src);
+      !offset.ok()) {
+    return Prefixed(offset.status(),
+                    absl::StrFormat("[%s %s] ", device_.name(), kWhere));
+  }
+  const size_t bytes = dst.NumBytes();
+  if (src.NumBytes() != bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s %s] source %s has %u bytes, destination %s has %u",
+        device_.name(), kWhere, Describe(src), src.NumBytes(), Describe(dst),
+        bytes));
+  }
+  if (bytes == 0 || !status().ok()) return absl::OkStatus();
+  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  if (src_device == nullptr) {
+    return Queued(cudaMemcpyAsync(dst.data, src.data, bytes,
+                                  cudaMemcpyHostToDevice, stream_),
+                  "cudaMemcpyAsync", kWhere);
+  }
+  TESSERA_RETURN_IF_ERROR(Fail(src_device->health()));
+  if (src_device->ordinal() == device_.ordinal()) {
+    return Queued(cudaMemcpyAsync(dst.data, src.data, bytes,
+                                  cudaMemcpyDeviceToDevice, stream_),
+                  "cudaMemcpyAsync", kWhere);
+  }
+  device_.EnablePeerAccess(src_device->ordinal());
+  return Queued(cudaMemcpyPeerAsync(dst.data, device_.ordinal(), src.data,
+                                    src_device->ordinal(), bytes, stream_),
+                "cudaMemcpyPeerAsync", kWhere);
+}
+
+absl::Status CudaStream::ComputeAsync(const Graph& graph) {
+  constexpr std::string_view kWhere = "CudaStream::ComputeAsync";
+  TESSERA_RETURN_IF_ERROR(device_.health());
+  std::vector<const Tensor*> nodes;
+  nodes.reserve(graph.nodes().size());
+  size_t scratch = 0;
+  for (const Tensor* node : graph.nodes()) {
+    if (node == nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "[%s %s] the graph has a null node", device_.name(), kWhere));
+    }
+    TESSERA_RETURN_IF_ERROR(CheckTensor(*node, kWhere));
+    for (const Tensor* src : node->src) {
+      if (src != nullptr) TESSERA_RETURN_IF_ERROR(CheckTensor(*src, kWhere));
+    }
+    if (IsViewOp(node->op)) continue;  // views and NONE do no work
+    if (absl::Status s = CudaCheckNode(*node); !s.ok()) {
+      return Prefixed(s, absl::StrFormat("[%s %s] ", device_.name(), kWhere));
+    }
+    scratch = std::max(scratch, CudaScratchBytes(*node));
+    nodes.push_back(node);
+  }
+  if (nodes.empty() || !status().ok()) return absl::OkStatus();
+  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  TESSERA_RETURN_IF_ERROR(EnsureScratch(scratch));
+  absl::Status s;
+  if (device_.options().graph_capture) {
+    const void* const extra[] = {scratch_};
+    s = graphs_.Run(stream_, nodes, extra,
+                    [this, &nodes] { return EnqueueNodes(nodes); });
+  } else {
+    s = EnqueueNodes(nodes);
+  }
+  return s.ok() ? s : Fail(s);
+}
+
+absl::Status CudaStream::EnqueueNodes(const std::vector<const Tensor*>& nodes) {
+  const CudaComputeContext ctx{&device_, stream_,        cublas_, scratch_,
+                               scratch_size_, error_};
+  for (const Tensor* node : nodes) {
+    TESSERA_RETURN_IF_ERROR(CudaEnqueueNode(ctx, *node));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::EnsureScratch(size_t bytes) {
+  if (bytes <= scratch_size_) return absl::OkStatus();
+  constexpr std::string_view kWhere = "CudaStream scratch";
+  if (scratch_ != nullptr) {
+    // Queued kernels may still use the old scratch.
+    TESSERA_RETURN_IF_ERROR(Queued(cudaStreamSynchronize(stream_),
+                                   "cudaStreamSynchronize", kWhere));
+    graphs_.Clear();
+    device_.pool().Free(scratch_);
+    scratch_ = nullptr;
+    scratch_size_ = 0;
+  }
+  const size_t size =
+      (bytes + kScratchGranularity - 1) / kScratchGranularity *
+      kScratchGranularity;
+  TESSERA_ASSIGN_OR_RETURN(scratch_, device_.pool().Allocate(size));
+  scratch_size_ = size;
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::Synchronize() {
+  constexpr std::string_view kWhere = "CudaStream::Synchronize";
+  if (absl::Status s = device_.Activate(kWhere); !s.ok()) return Fail(s);
+  TESSERA_RETURN_IF_ERROR(
+      Queued(cudaMemcpyAsync(readback_, error_, sizeof(KernelError),
+                             cudaMemcpyDeviceToHost, stream_),
+             "cudaMemcpyAsync", kWhere));
+  TESSERA_RETURN_IF_ERROR(Queued(cudaStreamSynchronize(stream_),
+                                 "cudaStreamSynchronize", kWhere));
+  if (absl::Status s = KernelErrorStatus(*readback_, device_.name()); !s.ok()) {
+    Fail(std::move(s)).IgnoreError();  // reported by status() below
+  }
+  return status();
+}
+
+absl::Status CudaStream::RecordEvent(Event& event) {
+  constexpr std::string_view kWhere = "CudaStream::RecordEvent";
+  auto* cuda_event = dynamic_cast<CudaEvent*>(&event);
+  if (cuda_event == nullptr || &cuda_event->cuda_device() != &device_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "[%s %s] the event belongs to device %s", device_.name(), kWhere,
+        event.device().name()));
+  }
+  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  // The record copy and the marker run even after a failure, so that the
+  // event reports it.
+  TESSERA_RETURN_IF_ERROR(
+      Queued(cudaMemcpyAsync(cuda_event->record(), error_, sizeof(KernelError),
+                             cudaMemcpyDeviceToHost, stream_),
+             "cudaMemcpyAsync", kWhere));
+  TESSERA_RETURN_IF_ERROR(Queued(cudaEventRecord(cuda_event->handle(), stream_),
+                                 "cudaEventRecord", kWhere));
+  cuda_event->SetRecordedStatus(status());
+  return absl::OkStatus();
+}
+
+absl::Status CudaStream::WaitEvent(Event& event) {
+  constexpr std::string_view kWhere = "CudaStream::WaitEvent";
+  const std::string prefix =
+      absl::StrFormat("[%s] waiting for an event of %s: ", device_.name(),
+                      event.device().name());
+  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  if (auto* cuda_event = dynamic_cast<CudaEvent*>(&event)) {
+    TESSERA_RETURN_IF_ERROR(Fail(cuda_event->cuda_device().health()));
+    if (absl::Status s = cuda_event->recorded_status(); !s.ok()) {
+      // Sticky from now on; reported by Synchronize and later events.
+      Fail(Prefixed(s, prefix)).IgnoreError();
+      return absl::OkStatus();
+    }
+    TESSERA_RETURN_IF_ERROR(
+        Queued(cudaStreamWaitEvent(stream_, cuda_event->handle(), 0),
+               "cudaStreamWaitEvent", kWhere));
+    return Queued(cuda_kernels::MergeKernelError(error_, cuda_event->record(),
+                                                 stream_),
+                  "MergeKernelError kernel launch", kWhere);
+  }
+  // Another kind of device: a host callback in stream order blocks until the
+  // event is done (CUDA's callback thread waits meanwhile). The record's
+  // message gets the device prefix when it is turned into a status.
+  auto* ticket_event = dynamic_cast<TicketEvent*>(&event);
+  const uint64_t ticket =
+      ticket_event != nullptr ? ticket_event->last_recorded() : 0;
+  if (ticket_event != nullptr && ticket == 0) return absl::OkStatus();
+  auto* wait = new ForeignWait{
+      &event, ticket_event, ticket, foreign_,
+      absl::StrFormat("waiting for an event of %s: ", event.device().name())};
+  if (absl::Status s = Queued(cudaLaunchHostFunc(stream_, WaitForeignEvent, wait),
+                              "cudaLaunchHostFunc", kWhere);
+      !s.ok()) {
+    delete wait;
+    return s;
+  }
+  return Queued(cuda_kernels::MergeKernelError(error_, foreign_, stream_),
+                "MergeKernelError kernel launch", kWhere);
+}
+
+}  // namespace tessera

@@ -1,0 +1,218 @@
+#ifndef TESSERA_BACKEND_CUDA_KERNEL_COMMON_CUH_
+#define TESSERA_BACKEND_CUDA_KERNEL_COMMON_CUH_
+
+// Device helpers shared by the .cu files: typed loads and stores through
+// byte strides, row coordinates, reductions and launch shapes.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/kernel_error.h"
+#include "backend/cuda/kernels.h"
+
+namespace tessera::cuda_kernels {
+
+inline constexpr int kWarpSize = 32;
+inline constexpr int kQK = 32;  // values per Q8_0 / Q4_0 block
+inline constexpr int kQ8Bytes = 34;
+inline constexpr int kQ4Bytes = 18;
+
+// One value of a non-quantized type at `p`, as float (I32 rounds to
+// nearest), and the reverse (I32 truncates toward zero and saturates; NaN
+// becomes 0). Conversions round to nearest even, as graph/type.h does.
+__device__ __forceinline__ float LoadF(int32_t type, const char* p) {
+  switch (type) {
+    case kF16:
+      return __half2float(*reinterpret_cast<const __half*>(p));
+    case kBF16:
+      return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(p));
+    case kI32:
+      return static_cast<float>(*reinterpret_cast<const int32_t*>(p));
+    default:
+      return *reinterpret_cast<const float*>(p);
+  }
+}
+
+__device__ __forceinline__ void StoreF(int32_t type, float v, char* p) {
+  switch (type) {
+    case kF16:
+      *reinterpret_cast<__half*>(p) = __float2half_rn(v);
+      return;
+    case kBF16:
+      *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(v);
+      return;
+    case kI32:
+      *reinterpret_cast<int32_t*>(p) = __float2int_rz(v);
+      return;
+    default:
+      *reinterpret_cast<float*>(p) = v;
+  }
+}
+
+__device__ __forceinline__ float BlockScale(const char* block) {
+  return __half2float(*reinterpret_cast<const __half*>(block));
+}
+
+// Value i0 of a quantized row starting at `row` (blocks are contiguous).
+__device__ __forceinline__ float LoadQuantized(int32_t type, const char* row,
+                                               int64_t i0) {
+  const int64_t b = i0 / kQK;
+  const int j = static_cast<int>(i0 % kQK);
+  if (type == kQ8_0) {
+    const char* block = row + b * kQ8Bytes;
+    return static_cast<float>(static_cast<int8_t>(block[2 + j])) *
+           BlockScale(block);
+  }
+  const char* block = row + b * kQ4Bytes;
+  const uint8_t q = static_cast<uint8_t>(block[2 + (j & 15)]);
+  const int v = j < 16 ? (q & 15) : (q >> 4);
+  return static_cast<float>(v - 8) * BlockScale(block);
+}
+
+__device__ __forceinline__ bool IsQuantized(int32_t type) {
+  return type == kQ8_0 || type == kQ4_0;
+}
+
+// Value i0 of the row at `row` of tensor `t` (any type), as float.
+__device__ __forceinline__ float LoadValue(const KTensor& t, const char* row,
+                                           int64_t i0) {
+  if (IsQuantized(t.type)) return LoadQuantized(t.type, row, i0);
+  return LoadF(t.type, row + i0 * t.nb[0]);
+}
+
+struct RowIndex {
+  int i1;
+  int i2;
+  int i3;
+};
+
+// Coordinates of row `r` of a tensor with ne[1] = ne1, ne[2] = ne2.
+__device__ __forceinline__ RowIndex RowAt(int r, int ne1, int ne2) {
+  RowIndex idx;
+  idx.i1 = r % ne1;
+  r /= ne1;
+  idx.i2 = r % ne2;
+  idx.i3 = r / ne2;
+  return idx;
+}
+
+__device__ __forceinline__ char* RowPtr(const KTensor& t, int64_t i1,
+                                        int64_t i2, int64_t i3) {
+  return t.data + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+// Sum and max over a block whose blockDim.x is a multiple of 32 (and
+// blockDim.y == 1); every thread gets the result.
+__device__ __forceinline__ float BlockSum(float v) {
+  __shared__ float partial[kWarpSize];
+  v = WarpSum(v);
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  __syncthreads();  // a previous reduction has read `partial`
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < blockDim.x / kWarpSize ? partial[lane] : 0.0f;
+  return WarpSum(v);
+}
+
+__device__ __forceinline__ float BlockMax(float v) {
+  __shared__ float partial[kWarpSize];
+  v = WarpMax(v);
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < blockDim.x / kWarpSize ? partial[lane] : -INFINITY;
+  return WarpMax(v);
+}
+
+// Claims `error` for this failure unless an earlier one holds it.
+__device__ __forceinline__ void ReportError(KernelError* error, int32_t code,
+                                            int32_t op, int64_t value,
+                                            int64_t limit) {
+  if (atomicCAS(&error->code, 0, code) == 0) {
+    error->op = op;
+    error->value = value;
+    error->limit = limit;
+  }
+}
+
+// ALiBi slope of `head` of `n_head` (graph/ops.h's SOFT_MAX formula); 1
+// when max_bias <= 0.
+__device__ __forceinline__ float AlibiSlope(float max_bias, int head,
+                                            int n_head) {
+  if (!(max_bias > 0.0f)) return 1.0f;
+  int h = 1;
+  while (h * 2 <= n_head) h *= 2;
+  const float m0 = powf(2.0f, -max_bias / static_cast<float>(h));
+  const float m1 = powf(2.0f, -(max_bias / 2.0f) / static_cast<float>(h));
+  return head < h ? powf(m0, static_cast<float>(head + 1))
+                  : powf(m1, static_cast<float>(2 * (head - h) + 1));
+}
+
+inline int64_t NumRows(const KTensor& t) { return t.ne[1] * t.ne[2] * t.ne[3]; }
+
+inline bool IsEmpty(const KTensor& t) {
+  return t.ne[0] == 0 || t.ne[1] == 0 || t.ne[2] == 0 || t.ne[3] == 0;
+}
+
+// A launch over rows: blockDim (tx, ty) puts ty rows in a block with tx
+// threads (a power of two, 32..256) along each row; blocks stride over
+// rows (see ForEachRow).
+struct RowLaunch {
+  dim3 grid;
+  dim3 block;
+};
+
+inline RowLaunch RowsLaunch(int64_t ne0, int64_t rows) {
+  int tx = kWarpSize;
+  while (tx < ne0 && tx < 256) tx *= 2;
+  const int ty = 256 / tx;
+  int64_t blocks = (rows + ty - 1) / ty;
+  if (blocks > (int64_t{1} << 24)) blocks = int64_t{1} << 24;
+  if (blocks < 1) blocks = 1;
+  return {dim3(static_cast<unsigned>(blocks)), dim3(tx, ty)};
+}
+
+// The first row of this thread's block-row in a RowsLaunch, and the stride.
+__device__ __forceinline__ int64_t FirstRow() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+}
+__device__ __forceinline__ int64_t RowStride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.y;
+}
+
+// Threads per block for one-block-per-row reductions over `ne0` values.
+inline int ReductionThreads(int64_t ne0) {
+  if (ne0 <= 256) return kWarpSize;
+  if (ne0 <= 2048) return 256;
+  return 1024;
+}
+
+// Blocks for one block per row, capped; kernels stride over the rest.
+inline unsigned RowBlocks(int64_t rows) {
+  return static_cast<unsigned>(rows < (int64_t{1} << 24) ? rows
+                                                         : int64_t{1} << 24);
+}
+
+}  // namespace tessera::cuda_kernels
+
+#endif  // TESSERA_BACKEND_CUDA_KERNEL_COMMON_CUH_
