@@ -8,6 +8,9 @@
 
 #include "absl/strings/str_format.h"
 #include "backend/cpu/cpu_device.h"
+#ifdef TESSERA_HAVE_CUDA
+#include "backend/cuda/cuda_device.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -73,9 +76,20 @@ absl::StatusOr<std::vector<SpecItem>> ParseSpec(std::string_view spec) {
   }
 }
 
-// Adds every GPU that this build has a backend for. The single place where
-// GPU device factories are called; this build has none, so it adds nothing.
-absl::Status AddGpuDevices(Registry& registry) { return absl::OkStatus(); }
+// Adds every GPU that this build has a backend for: the CUDA devices found
+// at run time when built with the CUDA Toolkit (none without a GPU or a
+// driver). The single place where GPU device factories are called.
+absl::Status AddGpuDevices(Registry& registry) {
+#ifdef TESSERA_HAVE_CUDA
+  absl::StatusOr<std::vector<std::unique_ptr<CudaDevice>>> gpus =
+      CreateCudaDevices();
+  if (!gpus.ok()) return gpus.status();
+  for (std::unique_ptr<CudaDevice>& gpu : *gpus) {
+    if (absl::Status s = registry.Add(std::move(gpu)); !s.ok()) return s;
+  }
+#endif
+  return absl::OkStatus();
+}
 
 // Adds `count` CPU devices, numbered after the CPU devices already present.
 absl::Status AddCpuDevices(int count, int n_threads, Registry& registry) {
