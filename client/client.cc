@@ -1,11 +1,16 @@
 #include "client/client.h"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/borrowed_slices.h"
 #include "client/graph_encoder.h"
+#include "client/raw_stream_call.h"
 #include "graph/status_macros.h"
+#include "proto/chunk_wire.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::client {
@@ -143,26 +148,33 @@ absl::StatusOr<uint64_t> Client::GetAllocSize(const std::string& device,
 
 absl::Status Client::WriteTensor(const v1::TensorRef& dst, const void* data,
                                  uint64_t size) {
-  grpc::ClientContext context;
-  v1::WriteTensorResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::WriteTensorRequest>> writer =
-      stub_->WriteTensor(&context, &response);
   v1::WriteTensorRequest request;
   v1::WriteTensorRequest::Header* header = request.mutable_header();
   header->set_session(session_);
   *header->mutable_dst() = dst;
   header->set_size(size);
-  bool ok = writer->Write(request);
+  std::optional<grpc::ByteBuffer> first(std::in_place);
+  bool own_buffer = false;
+  grpc::SerializationTraits<v1::WriteTensorRequest>::Serialize(
+      request, &*first, &own_buffer)
+      .ok();
   const uint64_t chunk = std::max<uint64_t>(1, limits_.max_chunk_bytes());
   const char* bytes = static_cast<const char*>(data);
-  for (uint64_t done = 0; ok && done < size;) {
+  uint64_t done = 0;
+  // Declared before the call so that it outlives every chunk slice.
+  BorrowedSlices borrowed;
+  RawStreamHandlers handlers;
+  handlers.next_write = [&]() -> std::optional<grpc::ByteBuffer> {
+    if (first.has_value()) return std::exchange(first, std::nullopt);
+    if (done == size) return std::nullopt;
     const uint64_t n = std::min(chunk, size - done);
-    request.set_chunk(bytes + done, n);
-    ok = writer->Write(request);
+    grpc::Slice slice = borrowed.Borrow(bytes + done, n);
     done += n;
-  }
-  if (ok) writer->WritesDone();
-  return FromGrpc(writer->Finish());
+    return wire::ChunkMessage(wire::kWriteTensorChunkField, std::move(slice));
+  };
+  handlers.on_read = [](const grpc::ByteBuffer&) { return absl::OkStatus(); };
+  return RunRawStreamCall(*channel_, "/tessera.v1.Tessera/WriteTensor",
+                          handlers);
 }
 
 absl::Status Client::ReadTensor(const v1::TensorRef& src, void* data,
@@ -171,24 +183,50 @@ absl::Status Client::ReadTensor(const v1::TensorRef& src, void* data,
   request.set_session(session_);
   *request.mutable_src() = src;
   request.set_size(size);
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::ReadTensorResponse>> reader =
-      stub_->ReadTensor(&context, request);
-  v1::ReadTensorResponse response;
-  char* out = static_cast<char*>(data);
+  std::optional<grpc::ByteBuffer> first(std::in_place);
+  bool own_buffer = false;
+  grpc::SerializationTraits<v1::ReadTensorRequest>::Serialize(
+      request, &*first, &own_buffer)
+      .ok();
+  uint8_t* out = static_cast<uint8_t*>(data);
   uint64_t done = 0;
-  while (reader->Read(&response)) {
-    const std::string& chunk = response.chunk();
-    if (chunk.size() > size - done) {
-      context.TryCancel();
-      reader->Finish().ok();
-      return absl::DataLossError(absl::StrCat(
-          "[ReadTensor] the daemon sent more than the ", size, " bytes asked"));
+  auto too_much = [&](uint64_t n) {
+    return absl::DataLossError(absl::StrCat("[ReadTensor] the daemon sent ",
+                                            done + n, " bytes of the ", size,
+                                            " asked"));
+  };
+  RawStreamHandlers handlers;
+  handlers.next_write = [&] { return std::exchange(first, std::nullopt); };
+  handlers.on_read = [&](const grpc::ByteBuffer& message) -> absl::Status {
+    TESSERA_ASSIGN_OR_RETURN(
+        std::optional<wire::Chunk> chunk,
+        wire::FindChunk(message, wire::kReadTensorChunkField));
+    if (chunk.has_value()) {
+      if (chunk->size() > size - done) return too_much(chunk->size());
+      TESSERA_RETURN_IF_ERROR(chunk->ForEachSpan(
+          [&](size_t offset, const uint8_t* bytes, size_t n) {
+            std::memcpy(out + done + offset, bytes, n);
+            return absl::OkStatus();
+          }));
+      done += chunk->size();
+      return absl::OkStatus();
     }
-    std::copy(chunk.begin(), chunk.end(), out + done);
-    done += chunk.size();
-  }
-  TESSERA_RETURN_IF_ERROR(FromGrpc(reader->Finish()));
+    v1::ReadTensorResponse response;
+    grpc::ByteBuffer copy = message;
+    if (!grpc::SerializationTraits<v1::ReadTensorResponse>::Deserialize(
+             &copy, &response)
+             .ok()) {
+      return absl::DataLossError("[ReadTensor] a message that does not parse");
+    }
+    if (response.chunk().size() > size - done) {
+      return too_much(response.chunk().size());
+    }
+    std::memcpy(out + done, response.chunk().data(), response.chunk().size());
+    done += response.chunk().size();
+    return absl::OkStatus();
+  };
+  TESSERA_RETURN_IF_ERROR(
+      RunRawStreamCall(*channel_, "/tessera.v1.Tessera/ReadTensor", handlers));
   if (done != size) {
     return absl::DataLossError(absl::StrCat("[ReadTensor] got ", done,
                                             " of ", size, " bytes"));

@@ -270,14 +270,14 @@ grpc::ServerUnaryReactor* Service::GetAllocSize(
   return Done(context, body());
 }
 
-grpc::ServerWriteReactor<v1::ReadTensorResponse>* Service::ReadTensor(
+grpc::ServerWriteReactor<grpc::ByteBuffer>* Service::ReadTensor(
     grpc::CallbackServerContext* context,
-    const v1::ReadTensorRequest* request) {
+    const grpc::ByteBuffer* request) {
   return NewReadTensorReactor(sessions_, limits_, request);
 }
 
-grpc::ServerReadReactor<v1::WriteTensorRequest>* Service::WriteTensor(
-    grpc::CallbackServerContext* context, v1::WriteTensorResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* Service::WriteTensor(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return NewWriteTensorReactor(sessions_, limits_, response);
 }
 

@@ -15,7 +15,11 @@ namespace tessera::server {
 // request and calls sessions, buffers, the graph decoder and the executor.
 // Quick RPCs finish on gRPC's callback thread; compute and copies run on
 // `work`. Thread-safe.
-class Service final : public v1::Tessera::CallbackService {
+// WriteTensor and ReadTensor take raw messages (server/tensor_streams.h).
+class Service final
+    : public v1::Tessera::WithRawCallbackMethod_WriteTensor<
+          v1::Tessera::WithRawCallbackMethod_ReadTensor<
+              v1::Tessera::CallbackService>> {
  public:
   // The protocol versions this server speaks.
   static constexpr uint32_t kMinVersion = 1;
@@ -56,12 +60,12 @@ class Service final : public v1::Tessera::CallbackService {
       const v1::GetAllocSizeRequest* request,
       v1::GetAllocSizeResponse* response) override;
 
-  grpc::ServerReadReactor<v1::WriteTensorRequest>* WriteTensor(
+  grpc::ServerReadReactor<grpc::ByteBuffer>* WriteTensor(
       grpc::CallbackServerContext* context,
-      v1::WriteTensorResponse* response) override;
-  grpc::ServerWriteReactor<v1::ReadTensorResponse>* ReadTensor(
+      grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadTensor(
       grpc::CallbackServerContext* context,
-      const v1::ReadTensorRequest* request) override;
+      const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* MemsetTensor(
       grpc::CallbackServerContext* context,
       const v1::MemsetTensorRequest* request,

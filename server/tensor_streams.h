@@ -1,7 +1,9 @@
 #ifndef TESSERA_SERVER_TENSOR_STREAMS_H_
 #define TESSERA_SERVER_TENSOR_STREAMS_H_
 
-// The streaming tensor RPCs as gRPC callback reactors.
+// The streaming tensor RPCs as gRPC callback reactors over raw messages
+// (proto/chunk_wire.h), so chunk bytes are not copied through protobuf
+// strings on their way between the socket and a buffer.
 
 #include "grpcpp/support/server_callback.h"
 #include "proto/tessera.grpc.pb.h"
@@ -17,15 +19,15 @@ namespace tessera::server {
 // header's size; INVALID_ARGUMENT for a chunk first, a second header, a
 // chunk too large, more bytes than announced, or a stream that ends short.
 // Deletes itself when done.
-grpc::ServerReadReactor<v1::WriteTensorRequest>* NewWriteTensorReactor(
+grpc::ServerReadReactor<grpc::ByteBuffer>* NewWriteTensorReactor(
     SessionManager& sessions, const Limits& limits,
-    v1::WriteTensorResponse* response);
+    grpc::ByteBuffer* response);
 
 // ReadTensor: streams the range in chunks of at most
 // limits.max_chunk_bytes. Deletes itself when done.
-grpc::ServerWriteReactor<v1::ReadTensorResponse>* NewReadTensorReactor(
+grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadTensorReactor(
     SessionManager& sessions, const Limits& limits,
-    const v1::ReadTensorRequest* request);
+    const grpc::ByteBuffer* request);
 
 }  // namespace tessera::server
 
