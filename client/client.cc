@@ -6,10 +6,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/bearer_token.h"
 #include "client/borrowed_slices.h"
 #include "client/graph_encoder.h"
 #include "client/raw_stream_call.h"
 #include "graph/status_macros.h"
+#include "grpcpp/security/credentials.h"
 #include "proto/chunk_wire.h"
 #include "spdlog/spdlog.h"
 
@@ -24,27 +26,60 @@ absl::Status FromGrpc(const grpc::Status& status) {
 Client::Client(std::shared_ptr<grpc::Channel> channel)
     : channel_(std::move(channel)), stub_(v1::Tessera::NewStub(channel_)) {}
 
+namespace {
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(
+    const ClientOptions& options) {
+  if (!options.tls) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options.tls_root_certs;
+  ssl.pem_cert_chain = options.tls_client_cert;
+  ssl.pem_private_key = options.tls_client_key;
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
     const std::string& target, const ClientOptions& options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  std::unique_ptr<Client> client(new Client(grpc::CreateCustomChannel(
-      target, grpc::InsecureChannelCredentials(), args)));
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptors;
+  if (!options.token.empty()) {
+    interceptors.push_back(BearerTokenInterceptor(options.token));
+  }
+  std::unique_ptr<Client> client(
+      new Client(grpc::experimental::CreateCustomChannelWithInterceptors(
+          target, Credentials(options), args, std::move(interceptors))));
   v1::HelloRequest request;
   request.set_min_version(options.min_version);
   request.set_max_version(options.max_version);
   request.set_client_name(options.name);
   v1::HelloResponse response;
+  // Waits for the connection; if it never comes, one Hello that does not
+  // wait tells why (refused connection, TLS handshake, ...).
+  const bool connected = client->channel_->WaitForConnected(
+      absl::ToChronoTime(absl::Now() + options.connect_timeout));
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  context.set_wait_for_ready(true);
-  if (absl::Status s =
-          FromGrpc(client->stub_->Hello(&context, request, &response));
-      !s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat("[Connect ", target, "] ", s.message()));
+  context.set_deadline(absl::ToChronoTime(
+      absl::Now() + (connected ? options.connect_timeout : absl::Seconds(5))));
+  const absl::Status status =
+      FromGrpc(client->stub_->Hello(&context, request, &response));
+  if (!status.ok()) {
+    const char* what = absl::IsUnavailable(status) ||
+                               absl::IsDeadlineExceeded(status)
+                           ? "cannot reach the daemon: "
+                       : absl::IsUnauthenticated(status)
+                           ? "the daemon refused the credentials: "
+                           : "";
+    return absl::Status(status.code(), absl::StrCat("[Connect ", target, "] ",
+                                                    what, status.message()));
   }
   client->session_ = response.session();
   client->version_ = response.version();
@@ -70,6 +105,7 @@ absl::Status Client::Attach() {
 }
 
 Client::~Client() {
+  if (attach_ == nullptr) return;  // Connect failed before the session
   v1::CloseSessionRequest request;
   request.set_session(session_);
   v1::CloseSessionResponse response;
@@ -147,12 +183,16 @@ absl::StatusOr<uint64_t> Client::GetAllocSize(const std::string& device,
 }
 
 absl::Status Client::WriteTensor(const v1::TensorRef& dst, const void* data,
-                                 uint64_t size) {
+                                 uint64_t size, const WriteOptions& options) {
   v1::WriteTensorRequest request;
   v1::WriteTensorRequest::Header* header = request.mutable_header();
   header->set_session(session_);
   *header->mutable_dst() = dst;
   header->set_size(size);
+  if (options.hash != nullptr) {
+    header->mutable_hash()->set_high(options.hash->high);
+    header->mutable_hash()->set_low(options.hash->low);
+  }
   std::optional<grpc::ByteBuffer> first(std::in_place);
   bool own_buffer = false;
   grpc::SerializationTraits<v1::WriteTensorRequest>::Serialize(
@@ -169,12 +209,41 @@ absl::Status Client::WriteTensor(const v1::TensorRef& dst, const void* data,
     if (done == size) return std::nullopt;
     const uint64_t n = std::min(chunk, size - done);
     grpc::Slice slice = borrowed.Borrow(bytes + done, n);
+    if (options.progress && done > 0) options.progress(done);
     done += n;
     return wire::ChunkMessage(wire::kWriteTensorChunkField, std::move(slice));
   };
   handlers.on_read = [](const grpc::ByteBuffer&) { return absl::OkStatus(); };
-  return RunRawStreamCall(*channel_, "/tessera.v1.Tessera/WriteTensor",
-                          handlers);
+  TESSERA_RETURN_IF_ERROR(RunRawStreamCall(
+      *channel_, "/tessera.v1.Tessera/WriteTensor", handlers));
+  if (options.progress) options.progress(size);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Client::WriteTensorByHash(const v1::TensorRef& dst,
+                                               uint64_t size,
+                                               const wire::ContentHash& hash) {
+  v1::WriteTensorByHashRequest request;
+  request.set_session(session_);
+  *request.mutable_dst() = dst;
+  request.set_size(size);
+  request.mutable_hash()->set_high(hash.high);
+  request.mutable_hash()->set_low(hash.low);
+  v1::WriteTensorByHashResponse response;
+  grpc::ClientContext context;
+  TESSERA_RETURN_IF_ERROR(
+      FromGrpc(stub_->WriteTensorByHash(&context, request, &response)));
+  return response.found();
+}
+
+absl::Status Client::WriteTensorCached(const v1::TensorRef& dst,
+                                       const void* data, uint64_t size) {
+  const wire::ContentHash hash = wire::HashContent(
+      data, size,
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  TESSERA_ASSIGN_OR_RETURN(bool found, WriteTensorByHash(dst, size, hash));
+  if (found) return absl::OkStatus();
+  return WriteTensor(dst, data, size, {.hash = &hash});
 }
 
 absl::Status Client::ReadTensor(const v1::TensorRef& src, void* data,

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,10 +27,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/content_hash.h"
 #include "proto/tessera.grpc.pb.h"
 
 namespace tessera::client {
@@ -41,12 +44,34 @@ struct ClientOptions {
   // Versions offered in Hello.
   uint32_t min_version = kProtocolVersion;
   uint32_t max_version = kProtocolVersion;
+  // How long Connect keeps trying to reach the daemon.
+  absl::Duration connect_timeout = absl::Seconds(30);
+  // Sent with every call when not empty (the daemon's --token_file).
+  std::string token;
+  // TLS: PEM text. With `tls` and no root certificates, the system's roots
+  // are trusted; a client certificate and key are for mutual TLS.
+  bool tls = false;
+  std::string tls_root_certs;
+  std::string tls_client_cert;
+  std::string tls_client_key;
+  // Overrides the name the server certificate must carry (default: the
+  // target's host).
+  std::string tls_server_name;
 };
 
 struct RemoteBufferInfo {
   uint64_t handle = 0;
   uint64_t size = 0;
   uint64_t alignment = 0;
+};
+
+// Optional parts of a WriteTensor.
+struct WriteOptions {
+  // The content hash of the bytes (proto/content_hash.h): the daemon keeps
+  // them under it, so that a later WriteTensorByHash finds them.
+  const wire::ContentHash* hash = nullptr;
+  // Called with the bytes sent so far after each chunk.
+  std::function<void(uint64_t)> progress;
 };
 
 // Host data for one tensor of a graph: an input to send or an output to
@@ -65,7 +90,9 @@ struct TensorOutput {
 class Client {
  public:
   // Connects, negotiates the version and opens a session held by an Attach
-  // stream. Errors: UNAVAILABLE when the daemon cannot be reached;
+  // stream. Errors: UNAVAILABLE when the daemon cannot be reached within
+  // options.connect_timeout (the message carries gRPC's reason, e.g. a TLS
+  // handshake failure); UNAUTHENTICATED for a missing or wrong token;
   // FAILED_PRECONDITION when no version is shared; the daemon's status.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& target, const ClientOptions& options = {});
@@ -94,7 +121,17 @@ class Client {
   // Byte ranges of buffers. Writes stream chunks of the daemon's
   // max_chunk_bytes; any size works (over 2 GiB too).
   absl::Status WriteTensor(const v1::TensorRef& dst, const void* data,
-                           uint64_t size);
+                           uint64_t size, const WriteOptions& options = {});
+  // Fills the range from content the daemon already holds under `hash`;
+  // false when it holds none (nothing was written).
+  absl::StatusOr<bool> WriteTensorByHash(const v1::TensorRef& dst,
+                                         uint64_t size,
+                                         const wire::ContentHash& hash);
+  // WriteTensorByHash, and WriteTensor with the hash when the daemon lacks
+  // the content: a second load of the same bytes sends none. Hashes on
+  // every hardware thread.
+  absl::Status WriteTensorCached(const v1::TensorRef& dst, const void* data,
+                                 uint64_t size);
   absl::Status ReadTensor(const v1::TensorRef& src, void* data, uint64_t size);
   absl::Status MemsetTensor(const v1::TensorRef& dst, uint8_t value,
                             uint64_t size);

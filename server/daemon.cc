@@ -4,7 +4,13 @@
 #include <chrono>
 #include <thread>
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/transport_security.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::server {
@@ -18,7 +24,12 @@ int CpuThreads(const Config& config) {
 }  // namespace
 
 Daemon::Daemon(const Config& config, int threads)
-    : sessions_(config.session_idle_timeout, config.limits.max_sessions),
+    : calls_([this](absl::string_view method, grpc::StatusCode code,
+                    absl::Duration duration) {
+        metrics_.ObserveCall(method, code, duration);
+      }),
+      store_(config.cache_memory, config.cache_dir),
+      sessions_(config.session_idle_timeout, config.limits.max_sessions),
       work_(std::max(8, 2 * threads)) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
@@ -37,12 +48,27 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     spdlog::info("device {}: {}, {} MiB", props.name, props.description,
                  props.memory_total >> 20);
   }
+  TESSERA_RETURN_IF_ERROR(CheckExposure(config.listen, config.security));
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                           ListenCredentials(config.security));
+  if (!config.security.token_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(daemon->auth_,
+                             TokenAuth::FromFile(config.security.token_file));
+  }
   daemon->service_ = std::make_unique<Service>(
-      daemon->registry_, daemon->sessions_, daemon->work_, config.limits);
+      daemon->registry_, daemon->sessions_, daemon->work_, config.limits,
+      daemon->auth_, daemon->metrics_, daemon->store_);
+  // grpc.health.v1 and server reflection, answered without a token.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
-                           &daemon->port_);
+  builder.AddListeningPort(config.listen, credentials, &daemon->port_);
   builder.RegisterService(daemon->service_.get());
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(daemon->calls_.NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(config.limits.max_message_bytes));
   builder.SetMaxSendMessageSize(
@@ -52,12 +78,52 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.listen));
   }
-  spdlog::info("tesserad listening on {} (port {})", config.listen,
-               daemon->port_);
+  if (!config.metrics_listen.empty()) {
+    Daemon* d = daemon.get();
+    TESSERA_ASSIGN_OR_RETURN(
+        daemon->metrics_http_,
+        MetricsHttp::Start(config.metrics_listen,
+                           [d] { return d->metrics_.Render(d->Gauges()); }));
+    spdlog::info("metrics at http://{}/metrics", config.metrics_listen);
+  }
+  daemon->server_->GetHealthCheckService()->SetServingStatus(true);
+  spdlog::info("tesserad listening on {} (port {}, {}{})", config.listen,
+               daemon->port_,
+               config.security.tls()
+                   ? (config.security.tls_client_ca.empty() ? "TLS"
+                                                            : "mutual TLS")
+                   : "plaintext",
+               daemon->auth_.enabled() ? ", bearer token" : "");
   return daemon;
 }
 
+Metrics::Gauges Daemon::Gauges() const {
+  Metrics::Gauges gauges;
+  gauges.sessions = sessions_.size();
+  for (Device* device : registry_.devices()) {
+    const DeviceProps props = device->Props();
+    gauges.devices.push_back({.device = props.name,
+                              .used = props.memory_total - props.memory_free,
+                              .total = props.memory_total});
+  }
+  return gauges;
+}
+
+void Daemon::Drain(absl::Duration timeout) {
+  if (server_ == nullptr) return;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  sessions_.StopAccepting();
+  spdlog::info("draining: {} calls in flight, waiting up to {}",
+               calls_.in_flight(), absl::FormatDuration(timeout));
+  if (!calls_.AwaitIdle(absl::Now() + timeout)) {
+    spdlog::warn("draining: {} calls still in flight after {}; cancelling them",
+                 calls_.in_flight(), absl::FormatDuration(timeout));
+  }
+  Shutdown(absl::ZeroDuration());
+}
+
 void Daemon::Shutdown(absl::Duration grace) {
+  metrics_http_.reset();
   if (server_ == nullptr) return;
   server_->Shutdown(std::chrono::system_clock::now() +
                     absl::ToChronoNanoseconds(grace));

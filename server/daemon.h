@@ -7,9 +7,14 @@
 #include "absl/time/time.h"
 #include "backend/registry.h"
 #include "grpcpp/grpcpp.h"
+#include "server/call_tracker.h"
 #include "server/config.h"
+#include "server/content_store.h"
+#include "server/metrics.h"
+#include "server/metrics_http.h"
 #include "server/service.h"
 #include "server/session_manager.h"
+#include "server/token_auth.h"
 #include "server/work_queue.h"
 
 namespace tessera::server {
@@ -20,26 +25,39 @@ namespace tessera::server {
 class Daemon {
  public:
   // Opens the devices and starts listening. Errors: INVALID_ARGUMENT for a
-  // bad device spec; NOT_FOUND when it names no device; UNAVAILABLE when the
-  // address cannot be bound.
+  // bad device spec or TLS files that do not go together; NOT_FOUND when it
+  // names no device or a file cannot be read; FAILED_PRECONDITION for an
+  // address beyond loopback without TLS, token or --insecure; UNAVAILABLE
+  // when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const Config& config);
   // Shuts down (see Shutdown).
   ~Daemon();
 
   // The bound port (useful with a listen port of 0).
   int port() const { return port_; }
+  Metrics& metrics() { return metrics_; }
   // Refuses new calls, gives calls in flight up to `grace`, then frees every
   // session.
   void Shutdown(absl::Duration grace);
+  // A graceful stop: health turns NOT_SERVING, new sessions are refused,
+  // calls in flight (other than session and watch streams) get up to
+  // `timeout` to finish, then Shutdown.
+  void Drain(absl::Duration timeout);
 
  private:
   Daemon(const Config& config, int threads);
+  Metrics::Gauges Gauges() const;
 
   Registry registry_;
+  TokenAuth auth_;
+  Metrics metrics_;
+  CallTracker calls_;
+  ContentStore store_;
   SessionManager sessions_;
   WorkQueue work_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttp> metrics_http_;
   int port_ = 0;
 };
 

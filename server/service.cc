@@ -84,11 +84,54 @@ absl::StatusOr<uint8_t> ByteValue(absl::string_view where, uint32_t value) {
   return static_cast<uint8_t>(value);
 }
 
+// A stream call refused before it starts.
+template <typename Reactor>
+Reactor* Refuse(const absl::Status& status) {
+  class Refusal final : public Reactor {
+   public:
+    explicit Refusal(const absl::Status& s) { this->Finish(ToGrpc(s)); }
+    void OnDone() override { delete this; }
+  };
+  return new Refusal(status);
+}
+
 }  // namespace
 
 Service::Service(const Registry& registry, SessionManager& sessions,
-                 WorkQueue& work, const Limits& limits)
-    : registry_(registry), sessions_(sessions), work_(work), limits_(limits) {}
+                 WorkQueue& work, const Limits& limits, const TokenAuth& auth,
+                 Metrics& metrics, ContentStore& store)
+    : registry_(registry),
+      sessions_(sessions),
+      work_(work),
+      limits_(limits),
+      auth_(auth),
+      metrics_(metrics),
+      store_(store),
+      streams_{sessions_, limits_, metrics_, store_} {}
+
+absl::Status Service::CheckQuota(const Session& session, uint64_t bytes,
+                                 absl::string_view call) const {
+  const uint64_t quota = limits_.session_memory_quota;
+  if (quota == 0) return absl::OkStatus();
+  const uint64_t held = session.memory_held();
+  if (bytes <= quota && held <= quota - bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "[", std::string(call), "] the session holds ", held,
+      " bytes and asks for ", bytes, " more; its quota "
+      "(--session_memory_quota) is ", quota, " bytes"));
+}
+
+absl::Status Service::CheckReserve(Device& device, uint64_t bytes) const {
+  const uint64_t reserve = limits_.device_memory_reserve;
+  if (reserve == 0) return absl::OkStatus();
+  const uint64_t free = device.Props().memory_free;
+  if (bytes <= free && free - bytes >= reserve) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "[AllocBuffer] ", bytes, " bytes on ", device.name(), " would leave ",
+      bytes <= free ? free - bytes : 0, " of its ", free,
+      " free bytes, under the reserve (--device_memory_reserve) of ", reserve,
+      " bytes"));
+}
 
 grpc::ServerUnaryReactor* Service::Done(grpc::CallbackServerContext* context,
                                         const absl::Status& status) {
@@ -109,6 +152,9 @@ grpc::ServerUnaryReactor* Service::Offload(
 grpc::ServerUnaryReactor* Service::Hello(grpc::CallbackServerContext* context,
                                          const v1::HelloRequest* request,
                                          v1::HelloResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   const uint32_t lo = std::max(request->min_version(), kMinVersion);
   const uint32_t hi = std::min(request->max_version(), kMaxVersion);
   if (lo > hi) {
@@ -130,7 +176,7 @@ grpc::ServerUnaryReactor* Service::Hello(grpc::CallbackServerContext* context,
   limits->set_max_chunk_bytes(limits_.max_chunk_bytes);
   limits->set_max_graph_nodes(limits_.max_graph_nodes);
   limits->set_max_message_bytes(limits_.max_message_bytes);
-  limits->set_session_memory_quota(0);
+  limits->set_session_memory_quota(limits_.session_memory_quota);
   limits->set_session_idle_timeout_ms(
       absl::ToInt64Milliseconds(sessions_.idle_timeout()));
   return Done(context, absl::OkStatus());
@@ -138,6 +184,9 @@ grpc::ServerUnaryReactor* Service::Hello(grpc::CallbackServerContext* context,
 
 grpc::ServerWriteReactor<v1::AttachEvent>* Service::Attach(
     grpc::CallbackServerContext* context, const v1::AttachRequest* request) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Refuse<grpc::ServerWriteReactor<v1::AttachEvent>>(s);
+  }
   return NewAttachReactor(sessions_, request);
 }
 
@@ -145,6 +194,9 @@ grpc::ServerUnaryReactor* Service::CloseSession(
     grpc::CallbackServerContext* context,
     const v1::CloseSessionRequest* request,
     v1::CloseSessionResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   return Offload(context, [this, request] {
     return sessions_.Close(request->session());
   });
@@ -153,6 +205,9 @@ grpc::ServerUnaryReactor* Service::CloseSession(
 grpc::ServerUnaryReactor* Service::ListDevices(
     grpc::CallbackServerContext* context,
     const v1::ListDevicesRequest* request, v1::ListDevicesResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   absl::StatusOr<std::shared_ptr<Session>> session =
       sessions_.Find(request->session());
   if (!session.ok()) return Done(context, session.status());
@@ -182,6 +237,9 @@ grpc::ServerUnaryReactor* Service::ListDevices(
 grpc::ServerUnaryReactor* Service::AllocBuffer(
     grpc::CallbackServerContext* context,
     const v1::AllocBufferRequest* request, v1::AllocBufferResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   return Offload(context, [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -198,6 +256,8 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
           "[AllocBuffer] size ", request->size(), " exceeds the max_size ",
           type->max_size(), " of buffer type ", std::string(type->name())));
     }
+    TESSERA_RETURN_IF_ERROR(CheckQuota(*session, request->size(), "AllocBuffer"));
+    TESSERA_RETURN_IF_ERROR(CheckReserve(type->device(), request->size()));
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
                              type->Alloc(request->size()));
     buffer->set_usage(usage);
@@ -215,6 +275,9 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
 grpc::ServerUnaryReactor* Service::FreeBuffer(
     grpc::CallbackServerContext* context, const v1::FreeBufferRequest* request,
     v1::FreeBufferResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   absl::StatusOr<std::shared_ptr<Session>> session =
       sessions_.Find(request->session());
   if (!session.ok()) return Done(context, session.status());
@@ -224,6 +287,9 @@ grpc::ServerUnaryReactor* Service::FreeBuffer(
 grpc::ServerUnaryReactor* Service::ClearBuffer(
     grpc::CallbackServerContext* context,
     const v1::ClearBufferRequest* request, v1::ClearBufferResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   return Offload(context, [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -239,6 +305,9 @@ grpc::ServerUnaryReactor* Service::GetAllocSize(
     grpc::CallbackServerContext* context,
     const v1::GetAllocSizeRequest* request,
     v1::GetAllocSizeResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   auto body = [&]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -273,18 +342,54 @@ grpc::ServerUnaryReactor* Service::GetAllocSize(
 grpc::ServerWriteReactor<grpc::ByteBuffer>* Service::ReadTensor(
     grpc::CallbackServerContext* context,
     const grpc::ByteBuffer* request) {
-  return NewReadTensorReactor(sessions_, limits_, request);
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Refuse<grpc::ServerWriteReactor<grpc::ByteBuffer>>(s);
+  }
+  return NewReadTensorReactor(streams_, request);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* Service::WriteTensor(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
-  return NewWriteTensorReactor(sessions_, limits_, response);
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Refuse<grpc::ServerReadReactor<grpc::ByteBuffer>>(s);
+  }
+  return NewWriteTensorReactor(streams_, response);
+}
+
+grpc::ServerUnaryReactor* Service::WriteTensorByHash(
+    grpc::CallbackServerContext* context,
+    const v1::WriteTensorByHashRequest* request,
+    v1::WriteTensorByHashResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
+  return Offload(context, [this, request, response]() -> absl::Status {
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
+                             sessions_.Find(request->session()));
+    TESSERA_ASSIGN_OR_RETURN(
+        BufferRange range,
+        ResolveRange(*session, "[WriteTensorByHash] dst",
+                     request->dst().buffer(), request->dst().offset(),
+                     request->size()));
+    const ContentStore::Bytes bytes =
+        store_.Find({.high = request->hash().high(),
+                     .low = request->hash().low()},
+                    request->size());
+    if (bytes == nullptr) return absl::OkStatus();
+    TESSERA_RETURN_IF_ERROR(
+        range.buffer->Write(range.offset, bytes->data(), bytes->size()));
+    response->set_found(true);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* Service::MemsetTensor(
     grpc::CallbackServerContext* context,
     const v1::MemsetTensorRequest* request,
     v1::MemsetTensorResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   return Offload(context, [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -301,6 +406,9 @@ grpc::ServerUnaryReactor* Service::MemsetTensor(
 grpc::ServerUnaryReactor* Service::CopyTensor(
     grpc::CallbackServerContext* context, const v1::CopyTensorRequest* request,
     v1::CopyTensorResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   return Offload(context, [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -319,12 +427,19 @@ grpc::ServerUnaryReactor* Service::CopyTensor(
 grpc::ServerUnaryReactor* Service::Compute(
     grpc::CallbackServerContext* context, const v1::ComputeRequest* request,
     v1::ComputeResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   return Offload(context, [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(std::vector<Device*> devices,
                              SelectDevices(registry_, {}));
-    return RunCompute(*session, devices, limits_, *request, *response);
+    const absl::Time start = absl::Now();
+    absl::Status status =
+        RunCompute(*session, devices, limits_, *request, *response);
+    metrics_.ObserveExecution(absl::Now() - start);
+    return status;
   });
 }
 
@@ -332,6 +447,9 @@ grpc::ServerUnaryReactor* Service::RegisterGraph(
     grpc::CallbackServerContext* context,
     const v1::RegisterGraphRequest* request,
     v1::RegisterGraphResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   return Offload(context, [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -363,9 +481,13 @@ grpc::ServerUnaryReactor* Service::RegisterGraph(
         RegisteredGraph::Create(*std::move(graph), *devices, n_copies,
                                 limits_));
     response->set_n_splits(registered->n_splits());
+    uint64_t compute_bytes = 0;
     for (const auto& [device, bytes] : registered->compute_buffer_bytes()) {
       (*response->mutable_compute_buffer_bytes())[device] = bytes;
+      compute_bytes += bytes;
     }
+    TESSERA_RETURN_IF_ERROR(
+        CheckQuota(*session, compute_bytes, "RegisterGraph"));
     TESSERA_ASSIGN_OR_RETURN(
         uint64_t handle,
         session->AddGraph(
@@ -377,6 +499,10 @@ grpc::ServerUnaryReactor* Service::RegisterGraph(
 
 grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>*
 Service::Execute(grpc::CallbackServerContext* context) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Refuse<
+        grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>>(s);
+  }
   return NewExecuteReactor(sessions_, limits_);
 }
 
@@ -384,6 +510,9 @@ grpc::ServerUnaryReactor* Service::ReleaseGraph(
     grpc::CallbackServerContext* context,
     const v1::ReleaseGraphRequest* request,
     v1::ReleaseGraphResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   return Offload(context, [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));

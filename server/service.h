@@ -5,7 +5,11 @@
 #include "proto/tessera.grpc.pb.h"
 #include "backend/registry.h"
 #include "server/config.h"
+#include "server/content_store.h"
+#include "server/metrics.h"
 #include "server/session_manager.h"
+#include "server/tensor_streams.h"
+#include "server/token_auth.h"
 #include "server/work_queue.h"
 
 namespace tessera::server {
@@ -25,9 +29,12 @@ class Service final
   static constexpr uint32_t kMinVersion = 1;
   static constexpr uint32_t kMaxVersion = 1;
 
-  // Everything passed in must outlive the service.
+  // Everything passed in must outlive the service. Every call must pass
+  // `auth` (UNAUTHENTICATED otherwise); uploads with a content hash are
+  // kept in `store`.
   Service(const Registry& registry, SessionManager& sessions, WorkQueue& work,
-          const Limits& limits);
+          const Limits& limits, const TokenAuth& auth, Metrics& metrics,
+          ContentStore& store);
 
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* context,
                                   const v1::HelloRequest* request,
@@ -63,6 +70,10 @@ class Service final
   grpc::ServerReadReactor<grpc::ByteBuffer>* WriteTensor(
       grpc::CallbackServerContext* context,
       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* WriteTensorByHash(
+      grpc::CallbackServerContext* context,
+      const v1::WriteTensorByHashRequest* request,
+      v1::WriteTensorByHashResponse* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadTensor(
       grpc::CallbackServerContext* context,
       const grpc::ByteBuffer* request) override;
@@ -93,6 +104,13 @@ class Service final
   // Finishes a unary call with `status`.
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
                                         const absl::Status& status);
+  // RESOURCE_EXHAUSTED, with the numbers, when `bytes` more would take the
+  // session past limits_.session_memory_quota.
+  absl::Status CheckQuota(const Session& session, uint64_t bytes,
+                          absl::string_view call) const;
+  // RESOURCE_EXHAUSTED when allocating `bytes` would leave less than
+  // limits_.device_memory_reserve free on `device`.
+  absl::Status CheckReserve(Device& device, uint64_t bytes) const;
   // Runs `body` on the work queue and finishes the call with its status.
   grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context,
                                     std::function<absl::Status()> body);
@@ -101,6 +119,10 @@ class Service final
   SessionManager& sessions_;
   WorkQueue& work_;
   const Limits limits_;
+  const TokenAuth& auth_;
+  Metrics& metrics_;
+  ContentStore& store_;
+  const TensorStreamContext streams_;
 };
 
 }  // namespace tessera::server

@@ -53,12 +53,23 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(
   auto session =
       std::make_shared<Session>(id, std::move(client_name), next_handle_);
   absl::MutexLock lock(&mu_);
+  if (draining_) {
+    return absl::UnavailableError(
+        "[Hello] the daemon is draining and takes no new sessions");
+  }
   if (sessions_.size() >= max_sessions_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "[SessionManager] at the limit of ", max_sessions_, " sessions"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("[Hello] ", sessions_.size(),
+                     " sessions are open, the limit (--max_sessions) is ",
+                     max_sessions_));
   }
   sessions_.emplace(std::move(id), session);
   return session;
+}
+
+void SessionManager::StopAccepting() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(

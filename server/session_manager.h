@@ -35,8 +35,11 @@ class SessionManager {
   SessionManager(const SessionManager&) = delete;
   SessionManager& operator=(const SessionManager&) = delete;
 
-  // Errors: RESOURCE_EXHAUSTED at max_sessions.
+  // Errors: RESOURCE_EXHAUSTED at max_sessions; UNAVAILABLE after
+  // StopAccepting.
   absl::StatusOr<std::shared_ptr<Session>> Create(std::string client_name);
+  // Refuses new sessions from now on (a drain); open ones carry on.
+  void StopAccepting();
   // The open session `id`, touched. Errors: NOT_FOUND.
   absl::StatusOr<std::shared_ptr<Session>> Find(absl::string_view id);
   // Errors: NOT_FOUND.
@@ -72,6 +75,7 @@ class SessionManager {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> attached_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread timer_;
 };

@@ -35,9 +35,9 @@ void SerializeMessage(const M& message, grpc::ByteBuffer& raw) {
 
 class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  WriteTensorReactor(SessionManager& sessions, const Limits& limits,
+  WriteTensorReactor(const TensorStreamContext& context,
                      grpc::ByteBuffer* response)
-      : sessions_(sessions), limits_(limits), response_(response) {
+      : context_(context), response_(response) {
     StartRead(&message_);
   }
 
@@ -71,6 +71,8 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
     TESSERA_RETURN_IF_ERROR(range_.buffer->Write(
         range_.offset + written_, request.chunk().data(),
         request.chunk().size()));
+    Keep(reinterpret_cast<const uint8_t*>(request.chunk().data()),
+         request.chunk().size());
     return Advance(request.chunk().size());
   }
 
@@ -79,11 +81,18 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
       return absl::InvalidArgumentError(
           "[WriteTensor] a second header in one stream");
     }
-    TESSERA_ASSIGN_OR_RETURN(session_, sessions_.Find(header.session()));
+    TESSERA_ASSIGN_OR_RETURN(session_,
+                             context_.sessions.Find(header.session()));
     TESSERA_ASSIGN_OR_RETURN(
         range_,
         ResolveRange(*session_, "[WriteTensor] dst", header.dst().buffer(),
                      header.dst().offset(), header.size()));
+    if (header.has_hash() && header.size() >= ContentStore::kMinBytes) {
+      hash_ = wire::ContentHash{.high = header.hash().high(),
+                                .low = header.hash().low()};
+      kept_ = std::make_shared<std::string>();
+      kept_->reserve(header.size());
+    }
     return absl::OkStatus();
   }
 
@@ -97,6 +106,7 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
     if (buffer.type().is_host()) {
       TESSERA_RETURN_IF_ERROR(chunk.ForEachSpan(
           [&](size_t offset, const uint8_t* data, size_t n) {
+            Keep(data, n);
             return buffer.Write(at + offset, data, n);
           }));
     } else {
@@ -104,6 +114,7 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
       TESSERA_RETURN_IF_ERROR(chunk.ForEachSpan(
           [&](size_t offset, const uint8_t* data, size_t n) {
             std::memcpy(staging_.data() + offset, data, n);
+            Keep(data, n);
             return absl::OkStatus();
           }));
       TESSERA_RETURN_IF_ERROR(buffer.Write(at, staging_.data(), chunk.size()));
@@ -116,11 +127,11 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
       return absl::InvalidArgumentError(
           "[WriteTensor] a chunk before the header");
     }
-    if (size > limits_.max_chunk_bytes) {
+    if (size > context_.limits.max_chunk_bytes) {
       return absl::InvalidArgumentError(
           absl::StrCat("[WriteTensor] a chunk of ", size,
                        " bytes exceeds max_chunk_bytes ",
-                       limits_.max_chunk_bytes));
+                       context_.limits.max_chunk_bytes));
     }
     if (size > range_.size - written_) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -132,8 +143,16 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
 
   absl::Status Advance(size_t size) {
     written_ += size;
+    context_.metrics.AddReceived(size);
     session_->Touch();
     return absl::OkStatus();
+  }
+
+  // Hashes and keeps the bytes of an upload that announced its hash.
+  void Keep(const uint8_t* data, size_t n) {
+    if (kept_ == nullptr) return;
+    hasher_.Update(data, n);
+    kept_->append(reinterpret_cast<const char*>(data), n);
   }
 
   // The client closed its side.
@@ -146,29 +165,41 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
           absl::StrCat("[WriteTensor] the stream ended after ", written_,
                        " of the header's ", range_.size, " bytes"));
     }
+    if (kept_ != nullptr) {
+      const wire::ContentHash got = hasher_.Finish();
+      if (!(got == hash_)) {
+        return absl::DataLossError(absl::StrCat(
+            "[WriteTensor] the bytes hash to ", got.Hex(), ", the header said ",
+            hash_.Hex(), ": written but not kept"));
+      }
+      context_.store.Put(hash_, std::move(kept_));
+    }
     v1::WriteTensorResponse response;
     response.set_bytes_written(written_);
     SerializeMessage(response, *response_);
     return absl::OkStatus();
   }
 
-  SessionManager& sessions_;
-  const Limits& limits_;
+  const TensorStreamContext& context_;
   grpc::ByteBuffer* const response_;
   grpc::ByteBuffer message_;
   std::shared_ptr<Session> session_;
   BufferRange range_;
   size_t written_ = 0;
   std::string staging_;
+  // For an upload to keep under its hash.
+  wire::ContentHash hash_;
+  wire::ContentHasher hasher_;
+  std::shared_ptr<std::string> kept_;
 };
 
 class ReadTensorReactor final
     : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  ReadTensorReactor(SessionManager& sessions, const Limits& limits,
+  ReadTensorReactor(const TensorStreamContext& context,
                     const grpc::ByteBuffer* request)
-      : limits_(limits) {
-    absl::Status status = Start(sessions, *request);
+      : context_(context) {
+    absl::Status status = Start(context.sessions, *request);
     if (!status.ok()) {
       Finish(ToGrpc(status));
       return;
@@ -208,7 +239,7 @@ class ReadTensorReactor final
       return;
     }
     const size_t n =
-        std::min<size_t>(range_.size - sent_, limits_.max_chunk_bytes);
+        std::min<size_t>(range_.size - sent_, context_.limits.max_chunk_bytes);
     grpc::Slice data(n);
     absl::Status status = range_.buffer->Read(
         range_.offset + sent_, const_cast<uint8_t*>(data.begin()), n);
@@ -217,11 +248,12 @@ class ReadTensorReactor final
       return;
     }
     sent_ += n;
+    context_.metrics.AddSent(n);
     message_ = wire::ChunkMessage(wire::kReadTensorChunkField, std::move(data));
     StartWrite(&message_);
   }
 
-  const Limits& limits_;
+  const TensorStreamContext& context_;
   BufferRange range_;
   size_t sent_ = 0;
   grpc::ByteBuffer message_;
@@ -230,15 +262,13 @@ class ReadTensorReactor final
 }  // namespace
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewWriteTensorReactor(
-    SessionManager& sessions, const Limits& limits,
-    grpc::ByteBuffer* response) {
-  return new WriteTensorReactor(sessions, limits, response);
+    const TensorStreamContext& context, grpc::ByteBuffer* response) {
+  return new WriteTensorReactor(context, response);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadTensorReactor(
-    SessionManager& sessions, const Limits& limits,
-    const grpc::ByteBuffer* request) {
-  return new ReadTensorReactor(sessions, limits, request);
+    const TensorStreamContext& context, const grpc::ByteBuffer* request) {
+  return new ReadTensorReactor(context, request);
 }
 
 }  // namespace tessera::server

@@ -8,9 +8,19 @@
 #include "grpcpp/support/server_callback.h"
 #include "proto/tessera.grpc.pb.h"
 #include "server/config.h"
+#include "server/content_store.h"
+#include "server/metrics.h"
 #include "server/session_manager.h"
 
 namespace tessera::server {
+
+// What the streams work with; must outlive them.
+struct TensorStreamContext {
+  SessionManager& sessions;
+  const Limits& limits;
+  Metrics& metrics;
+  ContentStore& store;
+};
 
 // WriteTensor: the first message must be a header naming the session and a
 // range of one of its buffers; each later chunk (at most
@@ -18,16 +28,17 @@ namespace tessera::server {
 // previous one. The stream ends OK when the chunks added up to exactly the
 // header's size; INVALID_ARGUMENT for a chunk first, a second header, a
 // chunk too large, more bytes than announced, or a stream that ends short.
+// A header with a content hash (for at least ContentStore::kMinBytes) has
+// the bytes hashed and kept in the store; DATA_LOSS when they do not match
+// the hash. Bytes count into the metrics.
 // Deletes itself when done.
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewWriteTensorReactor(
-    SessionManager& sessions, const Limits& limits,
-    grpc::ByteBuffer* response);
+    const TensorStreamContext& context, grpc::ByteBuffer* response);
 
 // ReadTensor: streams the range in chunks of at most
 // limits.max_chunk_bytes. Deletes itself when done.
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadTensorReactor(
-    SessionManager& sessions, const Limits& limits,
-    const grpc::ByteBuffer* request);
+    const TensorStreamContext& context, const grpc::ByteBuffer* request);
 
 }  // namespace tessera::server
 

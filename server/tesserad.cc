@@ -1,7 +1,8 @@
 // tesserad: serves this machine's devices over gRPC (proto/tessera.proto).
 // Flags: see server/config.h or run `tesserad --help`. Stops on SIGINT or
-// SIGTERM: new calls are refused, calls in flight get a few seconds, every
-// session is freed.
+// SIGTERM with a drain (Daemon::Drain): health turns NOT_SERVING, new
+// sessions are refused, calls in flight get --drain_timeout to finish,
+// every session is freed, and the exit status is 0.
 
 #include <signal.h>
 
@@ -40,6 +41,7 @@ absl::Status WritePortFile(const std::string& path, int port) {
 
 int Run(const Config& config, const sigset_t& stop_signals) {
   spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::info("configuration: {}", Describe(config));
   absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(config);
   if (!daemon.ok()) {
     spdlog::critical("{}", std::string(daemon.status().message()));
@@ -54,8 +56,9 @@ int Run(const Config& config, const sigset_t& stop_signals) {
   }
   int signal = 0;
   sigwait(&stop_signals, &signal);
-  spdlog::info("signal {}: shutting down", signal);
-  (*daemon)->Shutdown(absl::Seconds(5));
+  spdlog::info("signal {}: draining", signal);
+  (*daemon)->Drain(config.drain_timeout);
+  spdlog::info("stopped");
   return 0;
 }
 

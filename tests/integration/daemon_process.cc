@@ -17,7 +17,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/grpcpp.h"
 
 namespace tessera::testing {
 namespace {
@@ -78,8 +77,8 @@ absl::StatusOr<std::string> TesseradPath() {
 // 1. Make a private directory for the port file.
 // 2. Fork; the child asks to be killed with its parent thread and execs
 //    tesserad --listen=127.0.0.1:0 --port_file=DIR/port FLAGS...
-// 3. Poll for the port file while the child lives, then wait until a gRPC
-//    channel to the port connects.
+// 3. Poll for the port file while the child lives: tesserad writes it once
+//    its server listens (with TLS or without).
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     std::vector<std::string> flags, absl::Duration timeout) {
   absl::StatusOr<std::string> binary = TesseradPath();
@@ -131,14 +130,6 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     if (daemon->port_ == 0) absl::SleepFor(absl::Milliseconds(5));
   }
   daemon->address_ = absl::StrCat("127.0.0.1:", daemon->port_);
-
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
-      daemon->address_, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(absl::ToChronoTime(deadline))) {
-    return absl::InternalError(absl::StrCat("[DaemonProcess] tesserad at ",
-                                            daemon->address_,
-                                            " does not accept connections"));
-  }
   return daemon;
 }
 

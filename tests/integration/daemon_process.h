@@ -26,7 +26,7 @@ namespace tessera::testing {
 class DaemonProcess {
  public:
   // Starts tesserad with `flags` after the listen and port-file flags, and
-  // waits (up to `timeout`) until it accepts gRPC connections.
+  // waits (up to `timeout`) until it listens.
   // Errors: NOT_FOUND when the binary is missing; INTERNAL when it exits or
   // does not answer in time.
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(

@@ -1,0 +1,286 @@
+// tessera: a command-line tool for a tesserad daemon.
+//
+//   tessera [flags] devices          the daemon's devices and memory
+//   tessera [flags] ping             Hello round trips, in microseconds
+//   tessera [flags] upload FILE      FILE into a new buffer, with progress;
+//                                    content the daemon already has (same
+//                                    hash) is not sent again
+//   tessera [flags] bench            upload/download rate of 256 MiB
+//
+// Flags (each also read from TESSERA_<NAME>): --target=HOST:PORT (default
+// 127.0.0.1:50051), --device=NAME (default: the first), --token_file=PATH,
+// --tls_ca=PEM (enables TLS), --tls_cert=PEM --tls_key=PEM (mutual TLS),
+// --tls_server_name=NAME.
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "client/client.h"
+#include "graph/status_macros.h"
+#include "proto/content_hash.h"
+
+namespace tessera::client {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tessera [flags] devices | ping | upload FILE | bench\n"
+    "flags (or TESSERA_<NAME> in the environment):\n"
+    "  --target=HOST:PORT      daemon address (default 127.0.0.1:50051)\n"
+    "  --device=NAME           device for upload and bench (default: first)\n"
+    "  --token_file=PATH       bearer token file\n"
+    "  --tls_ca=PEM            CA of the daemon's certificate; enables TLS\n"
+    "  --tls_cert=PEM          client certificate (mutual TLS)\n"
+    "  --tls_key=PEM           client key (mutual TLS)\n"
+    "  --tls_server_name=NAME  name the daemon's certificate must carry\n";
+
+struct Flags {
+  std::map<std::string, std::string> values;
+  std::vector<std::string> args;
+
+  std::string Get(const std::string& name, const std::string& fallback) const {
+    if (auto it = values.find(name); it != values.end()) return it->second;
+    const std::string var = "TESSERA_" + absl::AsciiStrToUpper(name);
+    if (const char* env = std::getenv(var.c_str()); env != nullptr) return env;
+    return fallback;
+  }
+};
+
+absl::StatusOr<std::string> ReadText(const std::string& flag,
+                                     const std::string& path) {
+  std::ifstream in(path);
+  if (!in.is_open()) {
+    return absl::NotFoundError(
+        absl::StrCat("--", flag, "=", path, ": cannot be read"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(const Flags& flags) {
+  ClientOptions options;
+  options.name = "tessera-cli";
+  options.connect_timeout = absl::Seconds(10);
+  if (std::string path = flags.Get("token_file", ""); !path.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::string token, ReadText("token_file", path));
+    options.token = std::string(absl::StripAsciiWhitespace(
+        token.substr(0, token.find('\n'))));
+  }
+  if (std::string ca = flags.Get("tls_ca", ""); !ca.empty()) {
+    options.tls = true;
+    TESSERA_ASSIGN_OR_RETURN(options.tls_root_certs, ReadText("tls_ca", ca));
+  }
+  if (std::string cert = flags.Get("tls_cert", ""); !cert.empty()) {
+    options.tls = true;
+    TESSERA_ASSIGN_OR_RETURN(options.tls_client_cert,
+                             ReadText("tls_cert", cert));
+    TESSERA_ASSIGN_OR_RETURN(options.tls_client_key,
+                             ReadText("tls_key", flags.Get("tls_key", "")));
+  }
+  options.tls_server_name = flags.Get("tls_server_name", "");
+  return Client::Connect(flags.Get("target", "127.0.0.1:50051"), options);
+}
+
+absl::StatusOr<std::string> PickDevice(Client& client, const Flags& flags) {
+  if (std::string device = flags.Get("device", ""); !device.empty()) {
+    return device;
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<v1::DeviceInfo> devices,
+                           client.ListDevices());
+  if (devices.empty()) return absl::NotFoundError("the daemon has no devices");
+  return devices[0].name();
+}
+
+std::string Mib(uint64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+absl::Status Devices(Client& client) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<v1::DeviceInfo> devices,
+                           client.ListDevices());
+  absl::PrintF("%-10s %-6s %14s %14s  %s\n", "device", "type", "free", "total",
+               "description");
+  for (const v1::DeviceInfo& d : devices) {
+    absl::PrintF("%-10s %-6s %14s %14s  %s\n", d.name(),
+                 v1::DeviceInfo::Type_Name(d.type()), Mib(d.memory_free()),
+                 Mib(d.memory_total()), d.description());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Ping(Client& client) {
+  std::vector<double> us;
+  for (int i = 0; i < 10; ++i) {
+    const absl::Time start = absl::Now();
+    TESSERA_RETURN_IF_ERROR(client.ListDevices().status());
+    us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+  }
+  std::sort(us.begin(), us.end());
+  absl::PrintF("%s (%s): 10 round trips, min %.0f us, median %.0f us, max %.0f us\n",
+               client.server_version(), client.session(), us.front(),
+               us[us.size() / 2], us.back());
+  return absl::OkStatus();
+}
+
+// A one-line progress bar on stderr: bytes, percent and rate.
+class Progress {
+ public:
+  explicit Progress(uint64_t total) : total_(total), start_(absl::Now()) {}
+  void Show(uint64_t done) {
+    const double seconds =
+        std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - start_));
+    const int width = 30;
+    const int filled =
+        total_ == 0 ? width : static_cast<int>(width * done / total_);
+    absl::FPrintF(stderr, "\r[%s%s] %s / %s  %3d%%  %.2f GB/s",
+                  std::string(filled, '#'), std::string(width - filled, ' '),
+                  Mib(done), Mib(total_),
+                  total_ == 0 ? 100 : static_cast<int>(100 * done / total_),
+                  done / seconds / 1e9);
+  }
+  void End() { absl::FPrintF(stderr, "\n"); }
+
+ private:
+  const uint64_t total_;
+  const absl::Time start_;
+};
+
+absl::Status Upload(Client& client, const Flags& flags,
+                    const std::string& file) {
+  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd >= 0) close(fd);
+    return absl::NotFoundError(absl::StrCat(file, ": cannot be read"));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  void* data = size == 0 ? nullptr
+                         : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (data == MAP_FAILED) {
+    return absl::InternalError(absl::StrCat(file, ": cannot be mapped"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::string device, PickDevice(client, flags));
+  TESSERA_ASSIGN_OR_RETURN(
+      RemoteBufferInfo buffer,
+      client.AllocBuffer(device, std::max<uint64_t>(size, 1),
+                         v1::BUFFER_USAGE_WEIGHTS));
+  const absl::Time start = absl::Now();
+  const wire::ContentHash hash = wire::HashContent(
+      data, size, static_cast<int>(std::thread::hardware_concurrency()));
+  const double hash_s = absl::ToDoubleSeconds(absl::Now() - start);
+  v1::TensorRef ref;
+  ref.set_buffer(buffer.handle);
+  TESSERA_ASSIGN_OR_RETURN(bool found, client.WriteTensorByHash(ref, size, hash));
+  if (found) {
+    absl::PrintF("%s: %s on %s, buffer %d: the daemon had it (hash %s); no "
+                 "bytes sent\n",
+                 file, Mib(size), device, buffer.handle, hash.Hex());
+  } else {
+    Progress progress(size);
+    WriteOptions options{.hash = &hash,
+                         .progress = [&](uint64_t done) { progress.Show(done); }};
+    absl::Status s = client.WriteTensor(ref, data, size, options);
+    progress.End();
+    TESSERA_RETURN_IF_ERROR(s);
+    absl::PrintF("%s: %s sent to %s, buffer %d (hash %s)\n", file, Mib(size),
+                 device, buffer.handle, hash.Hex());
+  }
+  absl::PrintF("hashed at %.2f GB/s; the daemon keeps the content under "
+               "its hash, so later loads of it send no bytes\n",
+               size / std::max(hash_s, 1e-9) / 1e9);
+  if (data != nullptr) munmap(data, size);
+  return absl::OkStatus();
+}
+
+absl::Status Bench(Client& client, const Flags& flags) {
+  constexpr uint64_t kBytes = uint64_t{256} << 20;
+  TESSERA_ASSIGN_OR_RETURN(std::string device, PickDevice(client, flags));
+  TESSERA_ASSIGN_OR_RETURN(
+      RemoteBufferInfo buffer,
+      client.AllocBuffer(device, kBytes, v1::BUFFER_USAGE_WEIGHTS));
+  std::vector<char> host(kBytes, 1), back(kBytes);
+  v1::TensorRef ref;
+  ref.set_buffer(buffer.handle);
+  absl::PrintF("%-10s %10s\n", device, "GB/s");
+  for (bool upload : {true, false}) {
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      const absl::Time start = absl::Now();
+      TESSERA_RETURN_IF_ERROR(upload
+                                  ? client.WriteTensor(ref, host.data(), kBytes)
+                                  : client.ReadTensor(ref, back.data(), kBytes));
+      best = std::min(best, absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    absl::PrintF("%-10s %10.2f\n", upload ? "upload" : "download",
+                 kBytes / best / 1e9);
+  }
+  return client.FreeBuffer(buffer.handle);
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      absl::PrintF("%s", kUsage);
+      return 0;
+    }
+    if (absl::StartsWith(arg, "--")) {
+      const size_t eq = arg.find('=');
+      if (eq == std::string::npos) {
+        absl::FPrintF(stderr, "tessera: %s needs =VALUE\n%s", arg, kUsage);
+        return 2;
+      }
+      flags.values[arg.substr(2, eq - 2)] = arg.substr(eq + 1);
+    } else {
+      flags.args.push_back(arg);
+    }
+  }
+  const std::vector<std::string>& args = flags.args;
+  const bool known = (args.size() == 1 && (args[0] == "devices" ||
+                                           args[0] == "ping" ||
+                                           args[0] == "bench")) ||
+                     (args.size() == 2 && args[0] == "upload");
+  if (!known) {
+    absl::FPrintF(stderr, "%s", kUsage);
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectFromFlags(flags);
+  if (!client.ok()) {
+    absl::FPrintF(stderr, "tessera: %s\n", client.status().message());
+    return 1;
+  }
+  absl::Status s = args[0] == "devices" ? Devices(**client)
+                   : args[0] == "ping"  ? Ping(**client)
+                   : args[0] == "bench" ? Bench(**client, flags)
+                                        : Upload(**client, flags, args[1]);
+  if (!s.ok()) {
+    absl::FPrintF(stderr, "tessera %s: %s\n", args[0], s.ToString());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::client
+
+int main(int argc, char** argv) { return tessera::client::Main(argc, argv); }

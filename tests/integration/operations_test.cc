@@ -1,0 +1,320 @@
+// Operating a real tesserad: bearer tokens, TLS and mutual TLS, refusing
+// to listen beyond loopback unprotected, memory quotas, health, metrics and
+// the weight cache.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "graph/context.h"
+#include "graph/graph.h"
+#include "graph/ops.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/health.grpc.pb.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/test_certs.h"
+
+namespace tessera {
+namespace {
+
+using client::Client;
+using client::ClientOptions;
+using grpc::health::v1::HealthCheckResponse;
+using testing::DaemonProcess;
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+ClientOptions Quick() {
+  ClientOptions options;
+  options.connect_timeout = absl::Seconds(3);
+  return options;
+}
+
+// The body curl fetches from `url`.
+std::string Curl(const std::string& url) {
+  FILE* pipe = popen(absl::StrCat("curl -s ", url).c_str(), "r");
+  std::string body;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) {
+    body.append(buf, n);
+  }
+  pclose(pipe);
+  return body;
+}
+
+// The daemon's health as gRPC's health service reports it.
+HealthCheckResponse::ServingStatus Health(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckRequest request;
+  HealthCheckResponse response;
+  if (!stub->Check(&context, request, &response).ok()) {
+    return HealthCheckResponse::UNKNOWN;
+  }
+  return response.status();
+}
+
+TEST(OperationsTest, EveryCallNeedsTheToken) {
+  const std::string token_file = WriteTemp("token", "s3cret-token\n");
+  auto daemon = DaemonProcess::Start({"--devices=cpu:1",
+                                      absl::StrCat("--token_file=", token_file)})
+                    .value();
+  absl::StatusOr<std::unique_ptr<Client>> none =
+      Client::Connect(daemon->address(), Quick());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(none.status().message().find("refused the credentials"),
+            absl::string_view::npos)
+      << none.status();
+  ClientOptions wrong = Quick();
+  wrong.token = "s3cret-tokem";
+  EXPECT_EQ(Client::Connect(daemon->address(), wrong).status().code(),
+            absl::StatusCode::kUnauthenticated);
+
+  ClientOptions right = Quick();
+  right.token = "s3cret-token";
+  auto client = Client::Connect(daemon->address(), right).value();
+  ASSERT_TRUE(client->ListDevices().ok());
+
+  // A valid session id without the token is still refused.
+  auto stub = v1::Tessera::NewStub(grpc::CreateChannel(
+      daemon->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::ListDevicesRequest request;
+  request.set_session(client->session());
+  v1::ListDevicesResponse response;
+  EXPECT_EQ(stub->ListDevices(&context, request, &response).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // Health needs no token.
+  EXPECT_EQ(Health(daemon->address()), HealthCheckResponse::SERVING);
+}
+
+TEST(OperationsTest, TlsAndMutualTls) {
+  auto certs = testing::MakeTestCerts();
+  ASSERT_TRUE(certs.ok()) << certs.status();
+  ClientOptions tls = Quick();
+  tls.tls = true;
+  tls.tls_root_certs = certs->ca;
+  {
+    auto daemon = DaemonProcess::Start(
+                      {"--devices=cpu:1",
+                       absl::StrCat("--tls_cert=", certs->server_pem),
+                       absl::StrCat("--tls_key=", certs->server_key)})
+                      .value();
+    auto client = Client::Connect(daemon->address(), tls);
+    ASSERT_TRUE(client.ok()) << client.status();
+    EXPECT_TRUE((*client)->ListDevices().ok());
+    // Plaintext to the TLS port fails cleanly, and the daemon carries on.
+    absl::Status plain = Client::Connect(daemon->address(), Quick()).status();
+    EXPECT_EQ(plain.code(), absl::StatusCode::kUnavailable) << plain;
+    EXPECT_NE(plain.message().find("cannot reach the daemon"),
+              absl::string_view::npos);
+    // A client that does not trust the server's CA is refused too.
+    ClientOptions untrusted = tls;
+    untrusted.tls_root_certs = certs->client_cert;
+    EXPECT_FALSE(Client::Connect(daemon->address(), untrusted).ok());
+    EXPECT_TRUE((*client)->ListDevices().ok());
+  }
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu:1",
+                            absl::StrCat("--tls_cert=", certs->server_pem),
+                            absl::StrCat("--tls_key=", certs->server_key),
+                            absl::StrCat("--tls_client_ca=", certs->ca_pem)})
+          .value();
+  EXPECT_EQ(Client::Connect(daemon->address(), tls).status().code(),
+            absl::StatusCode::kUnavailable);
+  ClientOptions mutual = tls;
+  mutual.tls_client_cert = certs->client_cert;
+  mutual.tls_client_key = certs->client_key_text;
+  auto client = Client::Connect(daemon->address(), mutual);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->ListDevices().ok());
+}
+
+TEST(OperationsTest, RefusesToListenBeyondLoopbackUnprotected) {
+  const std::string log = ::testing::TempDir() + "/refused.log";
+  const int status = std::system(
+      absl::StrCat(testing::TesseradPath().value(),
+                   " --listen=0.0.0.0:0 --devices=cpu:1 >", log, " 2>&1")
+          .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_NE(testing::ReadFile(log).find("neither TLS nor a token"),
+            std::string::npos)
+      << testing::ReadFile(log);
+}
+
+TEST(OperationsTest, QuotaExceededIsResourceExhaustedAndTheSessionGoesOn) {
+  auto daemon = DaemonProcess::Start(
+                    {"--devices=cpu:1", "--session_memory_quota=3M"})
+                    .value();
+  auto client = Client::Connect(daemon->address(), Quick()).value();
+  EXPECT_EQ(client->limits().session_memory_quota(), uint64_t{3} << 20);
+  auto first =
+      client->AllocBuffer("cpu0", 2 << 20, v1::BUFFER_USAGE_WEIGHTS).value();
+  absl::StatusOr<client::RemoteBufferInfo> second =
+      client->AllocBuffer("cpu0", 2 << 20, v1::BUFFER_USAGE_WEIGHTS);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(second.status().message().find("3145728"), absl::string_view::npos)
+      << second.status();
+  // Another session has its own quota.
+  auto other = Client::Connect(daemon->address(), Quick()).value();
+  EXPECT_TRUE(
+      other->AllocBuffer("cpu0", 2 << 20, v1::BUFFER_USAGE_WEIGHTS).ok());
+  ASSERT_TRUE(client->FreeBuffer(first.handle).ok());
+  EXPECT_TRUE(
+      client->AllocBuffer("cpu0", 2 << 20, v1::BUFFER_USAGE_WEIGHTS).ok());
+}
+
+// A port that was free a moment ago.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// GET http://127.0.0.1:PORT/metrics, parsed as Prometheus text: every line
+// a comment or `name{labels} value`. Returns value by series.
+std::map<std::string, double> Scrape(int port) {
+  const std::string body = Curl(absl::StrCat(
+      "http://127.0.0.1:", port, "/metrics"));
+  std::map<std::string, double> series;
+  const std::regex sample(
+      R"(([a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_]+="[^"]*"(,[a-zA-Z_]+="[^"]*")*\})?) )"
+      R"(([-+0-9.eEInf]+))");
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::smatch m;
+    EXPECT_TRUE(std::regex_match(line, m, sample)) << "not Prometheus: " << line;
+    if (!m.empty()) series[m[1]] = std::stod(m[4]);
+  }
+  return series;
+}
+
+TEST(OperationsTest, MetricsMoveWithTraffic) {
+  const int port = FreePort();
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu:1",
+                            absl::StrCat("--metrics_listen=127.0.0.1:", port)})
+          .value();
+  auto client = Client::Connect(daemon->address(), Quick()).value();
+  std::map<std::string, double> before = Scrape(port);
+  EXPECT_EQ(before["tessera_sessions"], 1);
+  EXPECT_GT(before["tessera_device_memory_total_bytes{device=\"cpu0\"}"], 0);
+
+  constexpr uint64_t kBytes = 3 << 20;
+  auto buffer =
+      client->AllocBuffer("cpu0", kBytes, v1::BUFFER_USAGE_WEIGHTS).value();
+  std::vector<char> data(kBytes, 7), back(kBytes);
+  v1::TensorRef ref;
+  ref.set_buffer(buffer.handle);
+  ASSERT_TRUE(client->WriteTensor(ref, data.data(), kBytes).ok());
+  ASSERT_TRUE(client->ReadTensor(ref, back.data(), kBytes).ok());
+  EXPECT_EQ(client->FreeBuffer(0).code(), absl::StatusCode::kNotFound);
+
+  std::map<std::string, double> after = Scrape(port);
+  EXPECT_EQ(after["tessera_received_bytes_total"] -
+                before["tessera_received_bytes_total"],
+            kBytes);
+  EXPECT_EQ(after["tessera_sent_bytes_total"] -
+                before["tessera_sent_bytes_total"],
+            kBytes);
+  const std::string write =
+      "tessera_rpcs_total{method=\"/tessera.v1.Tessera/WriteTensor\","
+      "code=\"OK\"}";
+  EXPECT_EQ(after[write] - before[write], 1);
+  const std::string not_found =
+      "tessera_rpcs_total{method=\"/tessera.v1.Tessera/FreeBuffer\","
+      "code=\"NOT_FOUND\"}";
+  EXPECT_EQ(after[not_found], 1);
+  EXPECT_GE(after["tessera_rpc_duration_seconds_count{method=\"/tessera.v1."
+                  "Tessera/AllocBuffer\"}"],
+            1);
+  EXPECT_EQ(Curl(absl::StrCat("http://127.0.0.1:", port, "/other")),
+            "only /metrics is here.\n");
+}
+
+TEST(OperationsTest, ASecondUploadOfTheSameWeightsSendsNoBytes) {
+  constexpr uint64_t kBytes = uint64_t{256} << 20;
+  std::vector<char> weights(kBytes);
+  for (uint64_t i = 0; i < kBytes; ++i) weights[i] = static_cast<char>(i * 7);
+  const std::string cache_dir = ::testing::TempDir() + "/weight-cache";
+  std::filesystem::remove_all(cache_dir);
+  // Uploads the weights in a new session; returns the tensor bytes the
+  // daemon received meanwhile, after checking what it holds.
+  auto load = [&](int port, const std::string& address) -> double {
+    const double before = Scrape(port)["tessera_received_bytes_total"];
+    auto client = Client::Connect(address, Quick()).value();
+    auto buffer =
+        client->AllocBuffer("cpu0", kBytes, v1::BUFFER_USAGE_WEIGHTS).value();
+    v1::TensorRef ref;
+    ref.set_buffer(buffer.handle);
+    EXPECT_TRUE(client->WriteTensorCached(ref, weights.data(), kBytes).ok());
+    std::vector<char> back(kBytes);
+    EXPECT_TRUE(client->ReadTensor(ref, back.data(), kBytes).ok());
+    EXPECT_TRUE(back == weights);
+    return Scrape(port)["tessera_received_bytes_total"] - before;
+  };
+  auto start = [&](int port) {
+    return DaemonProcess::Start(
+               {"--devices=cpu:1",
+                absl::StrCat("--metrics_listen=127.0.0.1:", port),
+                absl::StrCat("--cache_dir=", cache_dir)})
+        .value();
+  };
+  {
+    const int port = FreePort();
+    auto daemon = start(port);
+    EXPECT_EQ(load(port, daemon->address()), kBytes);
+    EXPECT_EQ(load(port, daemon->address()), 0);  // from memory
+  }
+  {
+    const int port = FreePort();
+    auto daemon = start(port);
+    EXPECT_EQ(load(port, daemon->address()), 0);  // from the cache directory
+  }
+  // A damaged cache file is rejected: the bytes are sent again.
+  for (const auto& entry : std::filesystem::directory_iterator(cache_dir)) {
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096);
+    f.put('\x55');
+  }
+  const int port = FreePort();
+  auto daemon = start(port);
+  EXPECT_EQ(load(port, daemon->address()), kBytes);
+}
+
+}  // namespace
+}  // namespace tessera
