@@ -20,9 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +32,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "graph/flag_file.h"
 #include "graph/status_macros.h"
 #include "proto/content_hash.h"
 
@@ -63,37 +62,25 @@ struct Flags {
   }
 };
 
-absl::StatusOr<std::string> ReadText(const std::string& flag,
-                                     const std::string& path) {
-  std::ifstream in(path);
-  if (!in.is_open()) {
-    return absl::NotFoundError(
-        absl::StrCat("--", flag, "=", path, ": cannot be read"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(const Flags& flags) {
   ClientOptions options;
   options.name = "tessera-cli";
   options.connect_timeout = absl::Seconds(10);
   if (std::string path = flags.Get("token_file", ""); !path.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(std::string token, ReadText("token_file", path));
+    TESSERA_ASSIGN_OR_RETURN(std::string token, ReadFlagFile("token_file", path));
     options.token = std::string(absl::StripAsciiWhitespace(
         token.substr(0, token.find('\n'))));
   }
   if (std::string ca = flags.Get("tls_ca", ""); !ca.empty()) {
     options.tls = true;
-    TESSERA_ASSIGN_OR_RETURN(options.tls_root_certs, ReadText("tls_ca", ca));
+    TESSERA_ASSIGN_OR_RETURN(options.tls_root_certs, ReadFlagFile("tls_ca", ca));
   }
   if (std::string cert = flags.Get("tls_cert", ""); !cert.empty()) {
     options.tls = true;
     TESSERA_ASSIGN_OR_RETURN(options.tls_client_cert,
-                             ReadText("tls_cert", cert));
+                             ReadFlagFile("tls_cert", cert));
     TESSERA_ASSIGN_OR_RETURN(options.tls_client_key,
-                             ReadText("tls_key", flags.Get("tls_key", "")));
+                             ReadFlagFile("tls_key", flags.Get("tls_key", "")));
   }
   options.tls_server_name = flags.Get("tls_server_name", "");
   return Client::Connect(flags.Get("target", "127.0.0.1:50051"), options);

@@ -142,6 +142,9 @@ grpc::ServerUnaryReactor* Service::Done(grpc::CallbackServerContext* context,
 
 grpc::ServerUnaryReactor* Service::Offload(
     grpc::CallbackServerContext* context, std::function<absl::Status()> body) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) {
+    return Done(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   work_.Post([reactor, body = std::move(body)] {
     reactor->Finish(ToGrpc(body()));
@@ -194,9 +197,6 @@ grpc::ServerUnaryReactor* Service::CloseSession(
     grpc::CallbackServerContext* context,
     const v1::CloseSessionRequest* request,
     v1::CloseSessionResponse* response) {
-  if (absl::Status s = auth_.Check(*context); !s.ok()) {
-    return Done(context, s);
-  }
   return Offload(context, [this, request] {
     return sessions_.Close(request->session());
   });
@@ -237,9 +237,6 @@ grpc::ServerUnaryReactor* Service::ListDevices(
 grpc::ServerUnaryReactor* Service::AllocBuffer(
     grpc::CallbackServerContext* context,
     const v1::AllocBufferRequest* request, v1::AllocBufferResponse* response) {
-  if (absl::Status s = auth_.Check(*context); !s.ok()) {
-    return Done(context, s);
-  }
   return Offload(context, [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -287,9 +284,6 @@ grpc::ServerUnaryReactor* Service::FreeBuffer(
 grpc::ServerUnaryReactor* Service::ClearBuffer(
     grpc::CallbackServerContext* context,
     const v1::ClearBufferRequest* request, v1::ClearBufferResponse* response) {
-  if (absl::Status s = auth_.Check(*context); !s.ok()) {
-    return Done(context, s);
-  }
   return Offload(context, [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -360,9 +354,6 @@ grpc::ServerUnaryReactor* Service::WriteTensorByHash(
     grpc::CallbackServerContext* context,
     const v1::WriteTensorByHashRequest* request,
     v1::WriteTensorByHashResponse* response) {
-  if (absl::Status s = auth_.Check(*context); !s.ok()) {
-    return Done(context, s);
-  }
   return Offload(context, [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -387,9 +378,6 @@ grpc::ServerUnaryReactor* Service::MemsetTensor(
     grpc::CallbackServerContext* context,
     const v1::MemsetTensorRequest* request,
     v1::MemsetTensorResponse* response) {
-  if (absl::Status s = auth_.Check(*context); !s.ok()) {
-    return Done(context, s);
-  }
   return Offload(context, [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -406,9 +394,6 @@ grpc::ServerUnaryReactor* Service::MemsetTensor(
 grpc::ServerUnaryReactor* Service::CopyTensor(
     grpc::CallbackServerContext* context, const v1::CopyTensorRequest* request,
     v1::CopyTensorResponse* response) {
-  if (absl::Status s = auth_.Check(*context); !s.ok()) {
-    return Done(context, s);
-  }
   return Offload(context, [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -427,9 +412,6 @@ grpc::ServerUnaryReactor* Service::CopyTensor(
 grpc::ServerUnaryReactor* Service::Compute(
     grpc::CallbackServerContext* context, const v1::ComputeRequest* request,
     v1::ComputeResponse* response) {
-  if (absl::Status s = auth_.Check(*context); !s.ok()) {
-    return Done(context, s);
-  }
   return Offload(context, [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -447,9 +429,6 @@ grpc::ServerUnaryReactor* Service::RegisterGraph(
     grpc::CallbackServerContext* context,
     const v1::RegisterGraphRequest* request,
     v1::RegisterGraphResponse* response) {
-  if (absl::Status s = auth_.Check(*context); !s.ok()) {
-    return Done(context, s);
-  }
   return Offload(context, [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
@@ -510,9 +489,6 @@ grpc::ServerUnaryReactor* Service::ReleaseGraph(
     grpc::CallbackServerContext* context,
     const v1::ReleaseGraphRequest* request,
     v1::ReleaseGraphResponse* response) {
-  if (absl::Status s = auth_.Check(*context); !s.ok()) {
-    return Done(context, s);
-  }
   return Offload(context, [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));

@@ -111,7 +111,8 @@ class Service final
   // RESOURCE_EXHAUSTED when allocating `bytes` would leave less than
   // limits_.device_memory_reserve free on `device`.
   absl::Status CheckReserve(Device& device, uint64_t bytes) const;
-  // Runs `body` on the work queue and finishes the call with its status.
+  // Runs `body` on the work queue and finishes the call with its status;
+  // a call that fails auth_ finishes at once.
   grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context,
                                     std::function<absl::Status()> body);
 

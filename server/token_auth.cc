@@ -1,10 +1,11 @@
 #include "server/token_auth.h"
 
-#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "graph/flag_file.h"
+#include "graph/status_macros.h"
 
 namespace tessera::server {
 namespace {
@@ -24,13 +25,9 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }  // namespace
 
 absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in.is_open()) {
-    return absl::NotFoundError(
-        absl::StrCat("--token_file=", path, ": cannot be read"));
-  }
-  std::string line;
-  std::getline(in, line);
+  TESSERA_ASSIGN_OR_RETURN(std::string text,
+                           ReadFlagFile("token_file", path));
+  const std::string line = text.substr(0, text.find('\n'));
   const std::string token(absl::StripAsciiWhitespace(line));
   if (token.empty()) {
     return absl::InvalidArgumentError(

@@ -1,28 +1,11 @@
 #include "server/transport_security.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "graph/flag_file.h"
 
 namespace tessera::server {
-namespace {
-
-absl::StatusOr<std::string> ReadPem(const std::string& flag,
-                                    const std::string& path) {
-  std::ifstream in(path);
-  if (!in.is_open()) {
-    return absl::NotFoundError(
-        absl::StrCat("--", flag, "=", path, ": cannot be read"));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(
     const Security& security) {
@@ -42,15 +25,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(
           ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
           : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  auto cert = ReadPem("tls_cert", security.tls_cert);
+  auto cert = ReadFlagFile("tls_cert", security.tls_cert);
   if (!cert.ok()) return cert.status();
-  auto key = ReadPem("tls_key", security.tls_key);
+  auto key = ReadFlagFile("tls_key", security.tls_key);
   if (!key.ok()) return key.status();
   pair.cert_chain = *std::move(cert);
   pair.private_key = *std::move(key);
   options.pem_key_cert_pairs.push_back(std::move(pair));
   if (!security.tls_client_ca.empty()) {
-    auto ca = ReadPem("tls_client_ca", security.tls_client_ca);
+    auto ca = ReadFlagFile("tls_client_ca", security.tls_client_ca);
     if (!ca.ok()) return ca.status();
     options.pem_root_certs = *std::move(ca);
   }
