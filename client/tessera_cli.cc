@@ -32,6 +32,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "grpc/grpc.h"
 #include "graph/flag_file.h"
 #include "graph/status_macros.h"
 #include "proto/content_hash.h"
@@ -270,4 +271,11 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace tessera::client
 
-int main(int argc, char** argv) { return tessera::client::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // gRPC's own threads may still be retrying a failed connection when Main
+  // returns; shutting gRPC down first keeps them away from exit's cleanup.
+  grpc_init();
+  const int code = tessera::client::Main(argc, argv);
+  grpc_shutdown_blocking();
+  return code;
+}

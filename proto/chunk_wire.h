@@ -25,6 +25,12 @@
 
 namespace tessera::wire {
 
+// The chunk size the streams send (when the daemon's max_chunk_bytes
+// allows it). A message must fit well inside the peer's HTTP/2 stream
+// window, which gRPC starts near 4 MiB: a 4 MiB chunk plus framing would
+// overflow it and wait for a window update with every message.
+inline constexpr uint64_t kStreamChunkBytes = uint64_t{1} << 20;
+
 // Field numbers of the chunk in WriteTensorRequest and ReadTensorResponse.
 inline constexpr uint32_t kWriteTensorChunkField = 2;
 inline constexpr uint32_t kReadTensorChunkField = 1;

@@ -35,19 +35,6 @@ Daemon::Daemon(const Config& config, int threads)
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
   const int threads = CpuThreads(config);
   std::unique_ptr<Daemon> daemon(new Daemon(config, threads));
-  if (absl::Status s = AddDevices(config.devices, threads, daemon->registry_);
-      !s.ok()) {
-    return s;
-  }
-  if (daemon->registry_.devices().empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("no devices for --devices=", config.devices));
-  }
-  for (Device* device : daemon->registry_.devices()) {
-    const DeviceProps props = device->Props();
-    spdlog::info("device {}: {}, {} MiB", props.name, props.description,
-                 props.memory_total >> 20);
-  }
   TESSERA_RETURN_IF_ERROR(CheckExposure(config.listen, config.security));
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                            ListenCredentials(config.security));
@@ -55,9 +42,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     TESSERA_ASSIGN_OR_RETURN(daemon->auth_,
                              TokenAuth::FromFile(config.security.token_file));
   }
+  // The port listens while the devices open: health answers NOT_SERVING
+  // and Hello UNAVAILABLE until they are up. Every other call needs a
+  // session, so none touches the registry before then.
+  daemon->sessions_.SetAdmission(SessionManager::Admission::kStarting);
   daemon->service_ = std::make_unique<Service>(
-      daemon->registry_, daemon->sessions_, daemon->work_, config.limits,
-      daemon->auth_, daemon->metrics_, daemon->store_);
+      daemon->registry_, daemon->sessions_, daemon->work_, daemon->in_flight_,
+      config.limits, daemon->auth_, daemon->metrics_, daemon->store_);
   // grpc.health.v1 and server reflection, answered without a token.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -78,6 +69,28 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.listen));
   }
+  grpc::HealthCheckServiceInterface* health =
+      daemon->server_->GetHealthCheckService();
+  health->SetServingStatus(false);
+  spdlog::info("tesserad listening on {} (port {}, {}{}); opening devices",
+               config.listen, daemon->port_,
+               config.security.tls()
+                   ? (config.security.tls_client_ca.empty() ? "TLS"
+                                                            : "mutual TLS")
+                   : "plaintext",
+               daemon->auth_.enabled() ? ", bearer token" : "");
+
+  TESSERA_RETURN_IF_ERROR(
+      AddDevices(config.devices, threads, daemon->registry_));
+  if (daemon->registry_.devices().empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no devices for --devices=", config.devices));
+  }
+  for (Device* device : daemon->registry_.devices()) {
+    const DeviceProps props = device->Props();
+    spdlog::info("device {}: {}, {} MiB", props.name, props.description,
+                 props.memory_total >> 20);
+  }
   if (!config.metrics_listen.empty()) {
     Daemon* d = daemon.get();
     TESSERA_ASSIGN_OR_RETURN(
@@ -86,20 +99,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
                            [d] { return d->metrics_.Render(d->Gauges()); }));
     spdlog::info("metrics at http://{}/metrics", config.metrics_listen);
   }
-  daemon->server_->GetHealthCheckService()->SetServingStatus(true);
-  spdlog::info("tesserad listening on {} (port {}, {}{})", config.listen,
-               daemon->port_,
-               config.security.tls()
-                   ? (config.security.tls_client_ca.empty() ? "TLS"
-                                                            : "mutual TLS")
-                   : "plaintext",
-               daemon->auth_.enabled() ? ", bearer token" : "");
+  daemon->sessions_.SetAdmission(SessionManager::Admission::kOpen);
+  health->SetServingStatus(true);
+  spdlog::info("serving");
   return daemon;
 }
 
 Metrics::Gauges Daemon::Gauges() const {
   Metrics::Gauges gauges;
   gauges.sessions = sessions_.size();
+  gauges.work_in_flight = in_flight_.count();
   for (Device* device : registry_.devices()) {
     const DeviceProps props = device->Props();
     gauges.devices.push_back({.device = props.name,
@@ -112,12 +121,12 @@ Metrics::Gauges Daemon::Gauges() const {
 void Daemon::Drain(absl::Duration timeout) {
   if (server_ == nullptr) return;
   server_->GetHealthCheckService()->SetServingStatus(false);
-  sessions_.StopAccepting();
-  spdlog::info("draining: {} calls in flight, waiting up to {}",
-               calls_.in_flight(), absl::FormatDuration(timeout));
-  if (!calls_.AwaitIdle(absl::Now() + timeout)) {
-    spdlog::warn("draining: {} calls still in flight after {}; cancelling them",
-                 calls_.in_flight(), absl::FormatDuration(timeout));
+  sessions_.SetAdmission(SessionManager::Admission::kDraining);
+  spdlog::info("draining: {} calls and streams at work, waiting up to {}",
+               in_flight_.count(), absl::FormatDuration(timeout));
+  if (!in_flight_.AwaitIdle(absl::Now() + timeout)) {
+    spdlog::warn("draining: {} still at work after {}; cancelling them",
+                 in_flight_.count(), absl::FormatDuration(timeout));
   }
   Shutdown(absl::ZeroDuration());
 }

@@ -10,6 +10,7 @@
 #include "server/call_tracker.h"
 #include "server/config.h"
 #include "server/content_store.h"
+#include "server/in_flight.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 #include "server/service.h"
@@ -24,7 +25,8 @@ namespace tessera::server {
 // by tesserad and by benchmarks that serve in-process.
 class Daemon {
  public:
-  // Opens the devices and starts listening. Errors: INVALID_ARGUMENT for a
+  // Starts listening, then opens the devices; health is NOT_SERVING and
+  // Hello UNAVAILABLE until they are open. Errors: INVALID_ARGUMENT for a
   // bad device spec or TLS files that do not go together; NOT_FOUND when it
   // names no device or a file cannot be read; FAILED_PRECONDITION for an
   // address beyond loopback without TLS, token or --insecure; UNAVAILABLE
@@ -40,8 +42,8 @@ class Daemon {
   // session.
   void Shutdown(absl::Duration grace);
   // A graceful stop: health turns NOT_SERVING, new sessions are refused,
-  // calls in flight (other than session and watch streams) get up to
-  // `timeout` to finish, then Shutdown.
+  // the work in flight (server/in_flight.h) gets up to `timeout` to
+  // finish, then Shutdown.
   void Drain(absl::Duration timeout);
 
  private:
@@ -52,6 +54,7 @@ class Daemon {
   TokenAuth auth_;
   Metrics metrics_;
   CallTracker calls_;
+  InFlight in_flight_;
   ContentStore store_;
   SessionManager sessions_;
   WorkQueue work_;

@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -17,8 +18,9 @@ namespace {
 class ExecuteReactor final
     : public grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse> {
  public:
-  ExecuteReactor(SessionManager& sessions, const Limits& limits)
-      : sessions_(sessions), limits_(limits) {
+  ExecuteReactor(SessionManager& sessions, const Limits& limits,
+                 InFlight& in_flight)
+      : sessions_(sessions), limits_(limits), in_flight_counter_(in_flight) {
     submitter_ = std::thread([this] { SubmitLoop(); });
     completer_ = std::thread([this] { CompleteLoop(); });
     StartRead(&request_);
@@ -31,7 +33,7 @@ class ExecuteReactor final
       MaybeFinish();
       return;
     }
-    ++in_flight_;
+    if (in_flight_++ == 0) busy_.emplace(in_flight_counter_.Begin());
     queued_.push_back(std::move(request_));
     request_.Clear();
     if (queued_.size() < limits_.max_queued_executions) {
@@ -44,7 +46,7 @@ class ExecuteReactor final
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
     writing_.reset();
-    --in_flight_;
+    if (--in_flight_ == 0) busy_.reset();
     if (!ok) {
       stopping_ = true;
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED,
@@ -186,6 +188,7 @@ class ExecuteReactor final
 
   SessionManager& sessions_;
   const Limits& limits_;
+  InFlight& in_flight_counter_;
   // Filled by StartRead; handed on in OnReadDone.
   v1::ExecuteRequest request_;
 
@@ -197,8 +200,10 @@ class ExecuteReactor final
   // Complete, waiting to be written, in order.
   std::deque<std::unique_ptr<Item>> to_write_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Item> writing_ ABSL_GUARDED_BY(mu_);
-  // Requests read whose response is not yet written.
+  // Requests read whose response is not yet written; while there are any
+  // the stream counts in in_flight_counter_.
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<InFlight::Hold> busy_ ABSL_GUARDED_BY(mu_);
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -212,8 +217,9 @@ class ExecuteReactor final
 }  // namespace
 
 grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>*
-NewExecuteReactor(SessionManager& sessions, const Limits& limits) {
-  return new ExecuteReactor(sessions, limits);
+NewExecuteReactor(SessionManager& sessions, const Limits& limits,
+                  InFlight& in_flight) {
+  return new ExecuteReactor(sessions, limits, in_flight);
 }
 
 }  // namespace tessera::server

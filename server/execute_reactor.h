@@ -4,6 +4,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "proto/tessera.grpc.pb.h"
 #include "server/config.h"
+#include "server/in_flight.h"
 #include "server/session_manager.h"
 
 namespace tessera::server {
@@ -21,9 +22,11 @@ namespace tessera::server {
 // stream stays open. The stream finishes OK after the client half-closes
 // and every response is written. On cancellation the queued requests are
 // dropped and the executions in flight are waited for before the reactor
-// goes away. Deletes itself when done.
+// goes away. While a request read has no response written, the stream
+// counts in `in_flight`. Deletes itself when done.
 grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>*
-NewExecuteReactor(SessionManager& sessions, const Limits& limits);
+NewExecuteReactor(SessionManager& sessions, const Limits& limits,
+                  InFlight& in_flight);
 
 }  // namespace tessera::server
 

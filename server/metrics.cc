@@ -111,8 +111,11 @@ std::string Metrics::Render(const Gauges& gauges) const {
       "# TYPE tessera_sent_bytes_total counter\n"
       "tessera_sent_bytes_total %d\n"
       "# HELP tessera_sessions Open sessions.\n# TYPE tessera_sessions gauge\n"
-      "tessera_sessions %d\n",
-      received_, sent_, gauges.sessions);
+      "tessera_sessions %d\n"
+      "# HELP tessera_work_in_flight Calls and streams at work (a drain "
+      "waits for them).\n# TYPE tessera_work_in_flight gauge\n"
+      "tessera_work_in_flight %d\n",
+      received_, sent_, gauges.sessions, gauges.work_in_flight);
   out +=
       "# HELP tessera_device_memory_used_bytes Device memory in use.\n"
       "# TYPE tessera_device_memory_used_bytes gauge\n";

@@ -10,6 +10,7 @@
 //   tessera_received_bytes_total                tensor bytes from clients
 //   tessera_sent_bytes_total                    tensor bytes to clients
 //   tessera_sessions                            open sessions
+//   tessera_work_in_flight                      calls and streams at work
 //   tessera_device_memory_used_bytes{device}    and ..._total_bytes
 //
 // Thread-safe.
@@ -40,6 +41,8 @@ class Metrics {
   };
   struct Gauges {
     size_t sessions = 0;
+    // Offloaded calls and busy streams (server/in_flight.h).
+    size_t work_in_flight = 0;
     std::vector<DeviceMemory> devices;
   };
 

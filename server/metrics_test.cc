@@ -26,7 +26,9 @@ TEST(MetricsTest, RendersCountersAndHistograms) {
   metrics.AddReceived(1000);
   metrics.AddSent(24);
   const std::string text =
-      metrics.Render({.sessions = 2, .devices = {{"cpu0", 10, 100}}});
+      metrics.Render({.sessions = 2,
+                      .work_in_flight = 3,
+                      .devices = {{"cpu0", 10, 100}}});
   for (const char* line : {
            "tessera_rpcs_total{method=\"/tessera.v1.Tessera/Hello\",code=\"OK\"} 2",
            "tessera_rpcs_total{method=\"/tessera.v1.Tessera/FreeBuffer\",code=\"NOT_FOUND\"} 1",
@@ -36,6 +38,7 @@ TEST(MetricsTest, RendersCountersAndHistograms) {
            "tessera_received_bytes_total 1000",
            "tessera_sent_bytes_total 24",
            "tessera_sessions 2",
+           "tessera_work_in_flight 3",
            "tessera_device_memory_used_bytes{device=\"cpu0\"} 10",
            "tessera_device_memory_total_bytes{device=\"cpu0\"} 100",
            "tessera_graph_execution_seconds_count 0",

@@ -95,19 +95,31 @@ Reactor* Refuse(const absl::Status& status) {
   return new Refusal(status);
 }
 
+// A unary call whose work runs on the work queue, counted in flight until
+// its status is sent.
+class OffloadedCall final : public grpc::ServerUnaryReactor {
+ public:
+  explicit OffloadedCall(InFlight::Hold hold) : hold_(std::move(hold)) {}
+  void OnDone() override { delete this; }
+
+ private:
+  const InFlight::Hold hold_;
+};
+
 }  // namespace
 
 Service::Service(const Registry& registry, SessionManager& sessions,
-                 WorkQueue& work, const Limits& limits, const TokenAuth& auth,
-                 Metrics& metrics, ContentStore& store)
+                 WorkQueue& work, InFlight& in_flight, const Limits& limits,
+                 const TokenAuth& auth, Metrics& metrics, ContentStore& store)
     : registry_(registry),
       sessions_(sessions),
       work_(work),
+      in_flight_(in_flight),
       limits_(limits),
       auth_(auth),
       metrics_(metrics),
       store_(store),
-      streams_{sessions_, limits_, metrics_, store_} {}
+      streams_{sessions_, limits_, metrics_, store_, in_flight_} {}
 
 absl::Status Service::CheckQuota(const Session& session, uint64_t bytes,
                                  absl::string_view call) const {
@@ -145,7 +157,7 @@ grpc::ServerUnaryReactor* Service::Offload(
   if (absl::Status s = auth_.Check(*context); !s.ok()) {
     return Done(context, s);
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto* reactor = new OffloadedCall(in_flight_.Begin());
   work_.Post([reactor, body = std::move(body)] {
     reactor->Finish(ToGrpc(body()));
   });
@@ -482,7 +494,7 @@ Service::Execute(grpc::CallbackServerContext* context) {
     return Refuse<
         grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>>(s);
   }
-  return NewExecuteReactor(sessions_, limits_);
+  return NewExecuteReactor(sessions_, limits_, in_flight_);
 }
 
 grpc::ServerUnaryReactor* Service::ReleaseGraph(

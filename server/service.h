@@ -6,6 +6,7 @@
 #include "backend/registry.h"
 #include "server/config.h"
 #include "server/content_store.h"
+#include "server/in_flight.h"
 #include "server/metrics.h"
 #include "server/session_manager.h"
 #include "server/tensor_streams.h"
@@ -31,10 +32,11 @@ class Service final
 
   // Everything passed in must outlive the service. Every call must pass
   // `auth` (UNAUTHENTICATED otherwise); uploads with a content hash are
-  // kept in `store`.
+  // kept in `store`; offloaded calls and the tensor and Execute streams
+  // count in `in_flight`.
   Service(const Registry& registry, SessionManager& sessions, WorkQueue& work,
-          const Limits& limits, const TokenAuth& auth, Metrics& metrics,
-          ContentStore& store);
+          InFlight& in_flight, const Limits& limits, const TokenAuth& auth,
+          Metrics& metrics, ContentStore& store);
 
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* context,
                                   const v1::HelloRequest* request,
@@ -119,6 +121,7 @@ class Service final
   const Registry& registry_;
   SessionManager& sessions_;
   WorkQueue& work_;
+  InFlight& in_flight_;
   const Limits limits_;
   const TokenAuth& auth_;
   Metrics& metrics_;

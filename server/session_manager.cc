@@ -53,9 +53,15 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(
   auto session =
       std::make_shared<Session>(id, std::move(client_name), next_handle_);
   absl::MutexLock lock(&mu_);
-  if (draining_) {
-    return absl::UnavailableError(
-        "[Hello] the daemon is draining and takes no new sessions");
+  switch (admission_) {
+    case Admission::kStarting:
+      return absl::UnavailableError(
+          "[Hello] the daemon is still opening its devices; try again");
+    case Admission::kDraining:
+      return absl::UnavailableError(
+          "[Hello] the daemon is draining and takes no new sessions");
+    case Admission::kOpen:
+      break;
   }
   if (sessions_.size() >= max_sessions_) {
     return absl::ResourceExhaustedError(
@@ -67,9 +73,9 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(
   return session;
 }
 
-void SessionManager::StopAccepting() {
+void SessionManager::SetAdmission(Admission admission) {
   absl::MutexLock lock(&mu_);
-  draining_ = true;
+  admission_ = admission;
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(

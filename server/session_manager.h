@@ -28,6 +28,10 @@ namespace tessera::server {
 // using it finish. Thread-safe.
 class SessionManager {
  public:
+  // Whether Create takes new sessions: not while the daemon's devices are
+  // still opening, nor while it drains.
+  enum class Admission { kStarting, kOpen, kDraining };
+
   // `idle_timeout` zero: sessions never expire.
   SessionManager(absl::Duration idle_timeout, size_t max_sessions);
   // Stops the timer and closes every session.
@@ -35,11 +39,11 @@ class SessionManager {
   SessionManager(const SessionManager&) = delete;
   SessionManager& operator=(const SessionManager&) = delete;
 
-  // Errors: RESOURCE_EXHAUSTED at max_sessions; UNAVAILABLE after
-  // StopAccepting.
+  // Errors: RESOURCE_EXHAUSTED at max_sessions; UNAVAILABLE unless the
+  // admission is kOpen.
   absl::StatusOr<std::shared_ptr<Session>> Create(std::string client_name);
-  // Refuses new sessions from now on (a drain); open ones carry on.
-  void StopAccepting();
+  // kOpen from construction. Open sessions carry on whatever it is.
+  void SetAdmission(Admission admission);
   // The open session `id`, touched. Errors: NOT_FOUND.
   absl::StatusOr<std::shared_ptr<Session>> Find(absl::string_view id);
   // Errors: NOT_FOUND.
@@ -75,7 +79,7 @@ class SessionManager {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> attached_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  Admission admission_ ABSL_GUARDED_BY(mu_) = Admission::kOpen;
 
   std::thread timer_;
 };

@@ -35,6 +35,23 @@ TEST(SessionManagerTest, RefusesSessionsPastTheLimit) {
             absl::StatusCode::kResourceExhausted);
 }
 
+TEST(SessionManagerTest, TakesSessionsOnlyWhileOpen) {
+  SessionManager manager(absl::ZeroDuration(), 8);
+  manager.SetAdmission(SessionManager::Admission::kStarting);
+  absl::Status starting = manager.Create("a").status();
+  EXPECT_EQ(starting.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(starting.message().find("opening its devices"),
+            absl::string_view::npos);
+  manager.SetAdmission(SessionManager::Admission::kOpen);
+  auto a = manager.Create("a").value();
+  manager.SetAdmission(SessionManager::Admission::kDraining);
+  absl::Status draining = manager.Create("b").status();
+  EXPECT_EQ(draining.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(draining.message().find("draining"), absl::string_view::npos);
+  // The open session carries on.
+  EXPECT_EQ(manager.Find(a->id()).value(), a);
+}
+
 TEST(SessionManagerTest, HandlesOfAnotherSessionAreNotFound) {
   CpuDevice device({});
   SessionManager manager(absl::ZeroDuration(), 8);

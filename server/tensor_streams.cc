@@ -37,7 +37,9 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
  public:
   WriteTensorReactor(const TensorStreamContext& context,
                      grpc::ByteBuffer* response)
-      : context_(context), response_(response) {
+      : context_(context),
+        hold_(context.in_flight.Begin()),
+        response_(response) {
     StartRead(&message_);
   }
 
@@ -181,6 +183,7 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
   }
 
   const TensorStreamContext& context_;
+  const InFlight::Hold hold_;
   grpc::ByteBuffer* const response_;
   grpc::ByteBuffer message_;
   std::shared_ptr<Session> session_;
@@ -198,7 +201,7 @@ class ReadTensorReactor final
  public:
   ReadTensorReactor(const TensorStreamContext& context,
                     const grpc::ByteBuffer* request)
-      : context_(context) {
+      : context_(context), hold_(context.in_flight.Begin()) {
     absl::Status status = Start(context.sessions, *request);
     if (!status.ok()) {
       Finish(ToGrpc(status));
@@ -238,8 +241,9 @@ class ReadTensorReactor final
       Finish(grpc::Status::OK);
       return;
     }
-    const size_t n =
-        std::min<size_t>(range_.size - sent_, context_.limits.max_chunk_bytes);
+    const size_t n = std::min<size_t>(
+        {range_.size - sent_, context_.limits.max_chunk_bytes,
+         wire::kStreamChunkBytes});
     grpc::Slice data(n);
     absl::Status status = range_.buffer->Read(
         range_.offset + sent_, const_cast<uint8_t*>(data.begin()), n);
@@ -254,6 +258,7 @@ class ReadTensorReactor final
   }
 
   const TensorStreamContext& context_;
+  const InFlight::Hold hold_;
   BufferRange range_;
   size_t sent_ = 0;
   grpc::ByteBuffer message_;

@@ -9,6 +9,7 @@
 #include "proto/tessera.grpc.pb.h"
 #include "server/config.h"
 #include "server/content_store.h"
+#include "server/in_flight.h"
 #include "server/metrics.h"
 #include "server/session_manager.h"
 
@@ -20,6 +21,8 @@ struct TensorStreamContext {
   const Limits& limits;
   Metrics& metrics;
   ContentStore& store;
+  // Each stream counts here while it is open.
+  InFlight& in_flight;
 };
 
 // WriteTensor: the first message must be a header naming the session and a
@@ -35,8 +38,8 @@ struct TensorStreamContext {
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewWriteTensorReactor(
     const TensorStreamContext& context, grpc::ByteBuffer* response);
 
-// ReadTensor: streams the range in chunks of at most
-// limits.max_chunk_bytes. Deletes itself when done.
+// ReadTensor: streams the range in chunks of wire::kStreamChunkBytes, or
+// limits.max_chunk_bytes when smaller. Deletes itself when done.
 grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadTensorReactor(
     const TensorStreamContext& context, const grpc::ByteBuffer* request);
 

@@ -1,8 +1,9 @@
 // Operating a real tesserad: bearer tokens, TLS and mutual TLS, refusing
-// to listen beyond loopback unprotected, memory quotas, health, metrics and
-// the weight cache.
+// to listen beyond loopback unprotected, memory quotas, health and
+// reflection, metrics, the weight cache and the drain on SIGTERM.
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -13,6 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <atomic>
+#include <optional>
+#include <thread>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -21,6 +25,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "client/raw_stream_call.h"
+#include "graph/context.h"
+#include "graph/graph.h"
+#include "graph/ops.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
@@ -308,6 +316,107 @@ TEST(OperationsTest, ASecondUploadOfTheSameWeightsSendsNoBytes) {
   const int port = FreePort();
   auto daemon = start(port);
   EXPECT_EQ(load(port, daemon->address()), kBytes);
+}
+
+TEST(OperationsTest, ReflectionListsTheServices) {
+  auto daemon = DaemonProcess::Start({"--devices=cpu:1"}).value();
+  auto channel =
+      grpc::CreateChannel(daemon->address(), grpc::InsecureChannelCredentials());
+  // ServerReflectionRequest{list_services: "*"} (field 7), encoded by hand.
+  const std::string request("\x3a\x01*", 3);
+  bool sent = false;
+  std::string answer;
+  absl::Status status = client::RunRawStreamCall(
+      *channel, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      {.next_write = [&]() -> std::optional<grpc::ByteBuffer> {
+         if (sent) return std::nullopt;
+         sent = true;
+         grpc::Slice slice(request);
+         return grpc::ByteBuffer(&slice, 1);
+       },
+       .on_read = [&](const grpc::ByteBuffer& message) {
+         std::vector<grpc::Slice> slices;
+         EXPECT_TRUE(message.Dump(&slices).ok());
+         for (const grpc::Slice& s : slices) {
+           answer.append(reinterpret_cast<const char*>(s.begin()), s.size());
+         }
+         return absl::OkStatus();
+       }});
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_NE(answer.find("tessera.v1.Tessera"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("grpc.health.v1.Health"), std::string::npos) << answer;
+}
+
+// SIGTERM while a long compute runs: health turns NOT_SERVING and new
+// sessions are refused while the compute goes on; the compute completes and
+// its client gets the result; the daemon exits 0.
+TEST(OperationsTest, SigtermLetsTheComputeInFlightFinish) {
+  const int port = FreePort();
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu:1", "--threads=1",
+                            "--drain_timeout=300s",
+                            absl::StrCat("--metrics_listen=127.0.0.1:", port)})
+          .value();
+  auto client = Client::Connect(daemon->address(), Quick()).value();
+
+  // z = I * (I * (... * y)): many products, each exact, so z == y.
+  constexpr int64_t n = 512;
+  constexpr int kProducts = 1000;
+  Context ctx;
+  Tensor* eye = ctx.NewTensor(Type::kF32, {n, n}).value();
+  Tensor* y = ctx.NewTensor(Type::kF32, {n, n}).value();
+  eye->flags |= kFlagInput;
+  y->flags |= kFlagInput;
+  Tensor* z = y;
+  for (int i = 0; i < kProducts; ++i) z = MulMat(ctx, eye, z).value();
+  z->flags |= kFlagOutput;
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(z).ok());
+  std::vector<float> eye_data(n * n, 0.0f), y_data(n * n), z_data(n * n, -1.0f);
+  for (int64_t i = 0; i < n; ++i) eye_data[i * n + i] = 1.0f;
+  for (int64_t i = 0; i < n * n; ++i) y_data[i] = static_cast<float>(i % 97) - 48;
+
+  std::atomic<bool> done{false};
+  absl::Status compute_status;
+  std::thread compute([&] {
+    compute_status = client->Compute(
+        graph,
+        {{eye, eye_data.data(), eye_data.size() * sizeof(float)},
+         {y, y_data.data(), y_data.size() * sizeof(float)}},
+        {{z, z_data.data(), z_data.size() * sizeof(float)}});
+    done = true;
+  });
+  // Signal once the daemon reports the compute at work.
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (Scrape(port)["tessera_work_in_flight"] < 1 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_FALSE(done) << "the compute ended before the signal: "
+                     << compute_status;
+  ASSERT_TRUE(daemon->Kill(SIGTERM).ok());
+
+  bool not_serving_while_computing = false;
+  while (!done) {
+    if (Health(daemon->address()) == HealthCheckResponse::NOT_SERVING) {
+      not_serving_while_computing = !done;
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_TRUE(not_serving_while_computing);
+  if (!done) {
+    absl::StatusOr<std::unique_ptr<Client>> late =
+        Client::Connect(daemon->address(), Quick());
+    EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable)
+        << late.status();
+  }
+  compute.join();
+  ASSERT_TRUE(compute_status.ok()) << compute_status;
+  EXPECT_EQ(z_data, y_data);
+  absl::StatusOr<int> wait_status = daemon->Wait(absl::Seconds(60));
+  ASSERT_TRUE(wait_status.ok()) << wait_status.status();
+  EXPECT_TRUE(WIFEXITED(*wait_status) && WEXITSTATUS(*wait_status) == 0)
+      << *wait_status;
 }
 
 }  // namespace
