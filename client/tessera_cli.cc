@@ -5,7 +5,8 @@
 //   tessera [flags] upload FILE      FILE into a new buffer, with progress;
 //                                    content the daemon already has (same
 //                                    hash) is not sent again
-//   tessera [flags] bench            upload/download rate of 256 MiB
+//   tessera [flags] bench            upload/download rate (--bench_mib,
+//                                    default 256 MiB)
 //
 // Flags (each also read from TESSERA_<NAME>): --target=HOST:PORT (default
 // 127.0.0.1:50051), --device=NAME (default: the first), --token_file=PATH,
@@ -28,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -45,6 +47,7 @@ constexpr char kUsage[] =
     "flags (or TESSERA_<NAME> in the environment):\n"
     "  --target=HOST:PORT      daemon address (default 127.0.0.1:50051)\n"
     "  --device=NAME           device for upload and bench (default: first)\n"
+    "  --bench_mib=N           MiB that bench moves each way (default 256)\n"
     "  --token_file=PATH       bearer token file\n"
     "  --tls_ca=PEM            CA of the daemon's certificate; enables TLS\n"
     "  --tls_cert=PEM          client certificate (mutual TLS)\n"
@@ -200,12 +203,18 @@ absl::Status Upload(Client& client, const Flags& flags,
 }
 
 absl::Status Bench(Client& client, const Flags& flags) {
-  constexpr uint64_t kBytes = uint64_t{256} << 20;
+  uint64_t mib = 0;
+  if (!absl::SimpleAtoi(flags.Get("bench_mib", "256"), &mib) || mib == 0 ||
+      mib > (uint64_t{1} << 24)) {
+    return absl::InvalidArgumentError(
+        "--bench_mib: must be a whole number of MiB, 1 to 16777216");
+  }
+  const uint64_t bytes = mib << 20;
   TESSERA_ASSIGN_OR_RETURN(std::string device, PickDevice(client, flags));
   TESSERA_ASSIGN_OR_RETURN(
       RemoteBufferInfo buffer,
-      client.AllocBuffer(device, kBytes, v1::BUFFER_USAGE_WEIGHTS));
-  std::vector<char> host(kBytes, 1), back(kBytes);
+      client.AllocBuffer(device, bytes, v1::BUFFER_USAGE_WEIGHTS));
+  std::vector<char> host(bytes, 1), back(bytes);
   v1::TensorRef ref;
   ref.set_buffer(buffer.handle);
   absl::PrintF("%-10s %10s\n", device, "GB/s");
@@ -214,12 +223,12 @@ absl::Status Bench(Client& client, const Flags& flags) {
     for (int rep = 0; rep < 3; ++rep) {
       const absl::Time start = absl::Now();
       TESSERA_RETURN_IF_ERROR(upload
-                                  ? client.WriteTensor(ref, host.data(), kBytes)
-                                  : client.ReadTensor(ref, back.data(), kBytes));
+                                  ? client.WriteTensor(ref, host.data(), bytes)
+                                  : client.ReadTensor(ref, back.data(), bytes));
       best = std::min(best, absl::ToDoubleSeconds(absl::Now() - start));
     }
     absl::PrintF("%-10s %10.2f\n", upload ? "upload" : "download",
-                 kBytes / best / 1e9);
+                 bytes / best / 1e9);
   }
   return client.FreeBuffer(buffer.handle);
 }

@@ -89,7 +89,7 @@ TEST(CliTest, DevicesPingUploadAndBench) {
   EXPECT_TRUE(Has(second, "the daemon had it")) << second.output;
   EXPECT_FALSE(Has(second, "100%")) << second.output;
 
-  CliRun bench = Cli({target, "bench"});
+  CliRun bench = Cli({target, "--bench_mib=16", "bench"});
   EXPECT_EQ(bench.exit_code, 0) << bench.output;
   EXPECT_TRUE(Has(bench, "upload")) << bench.output;
   EXPECT_TRUE(Has(bench, "download")) << bench.output;

@@ -31,7 +31,7 @@ class DaemonProcess {
   // does not answer in time.
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
       std::vector<std::string> flags = {},
-      absl::Duration timeout = absl::Seconds(30));
+      absl::Duration timeout = absl::Seconds(120));
 
   // Stops the daemon if it still runs: SIGTERM, then SIGKILL after 10 s.
   ~DaemonProcess();
