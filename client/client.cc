@@ -198,8 +198,7 @@ absl::Status Client::WriteTensor(const v1::TensorRef& dst, const void* data,
   grpc::SerializationTraits<v1::WriteTensorRequest>::Serialize(
       request, &*first, &own_buffer)
       .ok();
-  const uint64_t chunk = std::clamp<uint64_t>(limits_.max_chunk_bytes(), 1,
-                                              wire::kStreamChunkBytes);
+  const uint64_t chunk = wire::StreamChunkBytes(limits_.max_chunk_bytes());
   const char* bytes = static_cast<const char*>(data);
   uint64_t done = 0;
   // Declared before the call so that it outlives every chunk slice.

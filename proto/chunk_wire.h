@@ -12,6 +12,7 @@
 // the same message (a header, unknown fields, a chunk field repeated) is not
 // a plain chunk and is left to the protobuf parser.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,11 @@ namespace tessera::wire {
 // window, which gRPC starts near 4 MiB: a 4 MiB chunk plus framing would
 // overflow it and wait for a window update with every message.
 inline constexpr uint64_t kStreamChunkBytes = uint64_t{1} << 20;
+
+// The chunk size a stream sends under a peer limit of `max_chunk_bytes`.
+inline uint64_t StreamChunkBytes(uint64_t max_chunk_bytes) {
+  return std::clamp<uint64_t>(max_chunk_bytes, 1, kStreamChunkBytes);
+}
 
 // Field numbers of the chunk in WriteTensorRequest and ReadTensorResponse.
 inline constexpr uint32_t kWriteTensorChunkField = 2;

@@ -16,14 +16,14 @@ namespace tessera::server {
 
 class InFlight {
  public:
-  // One piece of work, counted while the Hold lives. A copy counts again;
-  // a moved-from Hold counts nothing.
+  // One piece of work, counted while the Hold lives; a moved-from Hold
+  // counts nothing.
   class Hold {
    public:
-    Hold(const Hold& other) : Hold(other.counter_) {}
     Hold(Hold&& other) noexcept : counter_(other.counter_) {
       other.counter_ = nullptr;
     }
+    Hold(const Hold&) = delete;
     Hold& operator=(const Hold&) = delete;
     Hold& operator=(Hold&&) = delete;
     ~Hold() {
@@ -32,8 +32,8 @@ class InFlight {
 
    private:
     friend class InFlight;
-    explicit Hold(InFlight* counter) : counter_(counter) {
-      if (counter_ != nullptr) counter_->Increment();
+    explicit Hold(InFlight& counter) : counter_(&counter) {
+      counter_->Increment();
     }
     InFlight* counter_;
   };
@@ -42,7 +42,7 @@ class InFlight {
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
 
-  Hold Begin() { return Hold(this); }
+  Hold Begin() { return Hold(*this); }
   size_t count() const;
   // Waits until nothing is in flight or `deadline` passes; returns whether
   // nothing is.

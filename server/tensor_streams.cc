@@ -242,8 +242,8 @@ class ReadTensorReactor final
       return;
     }
     const size_t n = std::min<size_t>(
-        {range_.size - sent_, context_.limits.max_chunk_bytes,
-         wire::kStreamChunkBytes});
+        range_.size - sent_,
+        wire::StreamChunkBytes(context_.limits.max_chunk_bytes));
     grpc::Slice data(n);
     absl::Status status = range_.buffer->Read(
         range_.offset + sent_, const_cast<uint8_t*>(data.begin()), n);

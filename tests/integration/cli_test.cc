@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -28,12 +27,7 @@ struct CliRun {
 };
 
 std::string CliPath() {
-  for (const char* root : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
-    if (const char* dir = std::getenv(root); dir != nullptr) {
-      return absl::StrCat(dir, "/tessera/client/tessera");
-    }
-  }
-  return "client/tessera";
+  return testing::RunfilesBinary("client/tessera", "TESSERA_CLI").value();
 }
 
 // Runs the tool with `args`, and `env` (NAME=VALUE ...) in its environment.

@@ -21,8 +21,6 @@
 namespace tessera::testing {
 namespace {
 
-constexpr char kRunfilesPath[] = "tessera/server/tesserad";
-
 bool IsExecutable(const std::string& path) {
   return !path.empty() && access(path.c_str(), X_OK) == 0;
 }
@@ -52,11 +50,13 @@ std::string Describe(int wait_status) {
 
 }  // namespace
 
-absl::StatusOr<std::string> TesseradPath() {
-  std::vector<std::string> candidates = {Env("TESSERAD")};
+absl::StatusOr<std::string> RunfilesBinary(const std::string& label_path,
+                                           const char* override_env) {
+  const std::string runfiles_path = absl::StrCat("tessera/", label_path);
+  std::vector<std::string> candidates = {Env(override_env)};
   for (const char* root : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
     if (std::string dir = Env(root); !dir.empty()) {
-      candidates.push_back(absl::StrCat(dir, "/", kRunfilesPath));
+      candidates.push_back(absl::StrCat(dir, "/", runfiles_path));
     }
   }
   std::error_code error;
@@ -64,14 +64,18 @@ absl::StatusOr<std::string> TesseradPath() {
       std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) {
     candidates.push_back(
-        absl::StrCat(self.string(), ".runfiles/", kRunfilesPath));
+        absl::StrCat(self.string(), ".runfiles/", runfiles_path));
   }
   for (const std::string& path : candidates) {
     if (IsExecutable(path)) return path;
   }
   return absl::NotFoundError(
-      "[DaemonProcess] no tesserad binary: set $TESSERAD or depend on "
-      "//tests/integration:daemon_process (which carries //server:tesserad)");
+      absl::StrCat("[DaemonProcess] no ", label_path, " binary: set $",
+                   override_env, " or carry it in the test's data"));
+}
+
+absl::StatusOr<std::string> TesseradPath() {
+  return RunfilesBinary("server/tesserad", "TESSERAD");
 }
 
 // 1. Make a private directory for the port file.

@@ -63,8 +63,12 @@ class DaemonProcess {
   int wait_status_ = 0;
 };
 
-// Path of the tesserad binary: $TESSERAD, else the runfiles copy.
-// Errors: NOT_FOUND.
+// Path of a binary of this workspace, `label_path` (e.g. "client/tessera"),
+// that the test carries as data: $`override_env` when set, else the
+// runfiles copy. Errors: NOT_FOUND.
+absl::StatusOr<std::string> RunfilesBinary(const std::string& label_path,
+                                           const char* override_env);
+// RunfilesBinary("server/tesserad", "TESSERAD").
 absl::StatusOr<std::string> TesseradPath();
 
 }  // namespace tessera::testing
