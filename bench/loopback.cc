@@ -17,9 +17,9 @@
 namespace tessera::bench {
 namespace {
 
-// Commands: 'u' size (8 bytes) then size bytes, answered by one byte;
-// 'd' size, answered by size bytes; 'p' size count, then count echoes;
-// 'q' ends the server.
+// Commands: a byte and two 8-byte numbers. 'u' offset size, then size
+// bytes, answered by one byte; 'd' offset size, answered by size bytes; 'p'
+// size count, then count echoes; 'q' (alone) ends the server.
 bool SendAll(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -61,8 +61,10 @@ constexpr size_t kBlock = 1 << 20;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Loopback>> Loopback::Open() {
+absl::StatusOr<std::unique_ptr<Loopback>> Loopback::Open(
+    size_t server_bytes) {
   std::unique_ptr<Loopback> lb(new Loopback);
+  lb->server_memory_.assign(server_bytes, 1);
   lb->listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
   if (lb->listen_fd_ < 0) return Errno("socket");
   sockaddr_in addr{};
@@ -100,78 +102,72 @@ Loopback::~Loopback() {
 }
 
 void Loopback::Serve() {
-  std::vector<char> buf(kBlock);
+  std::vector<char> echo(kBlock);
   char cmd = 0;
-  while (RecvAll(server_fd_, &cmd, 1) && cmd != 'q') {
-    uint64_t size = 0;
-    if (!RecvAll(server_fd_, &size, sizeof(size))) return;
-    if (cmd == 'u') {
-      for (uint64_t done = 0; done < size;) {
-        const size_t n = std::min<uint64_t>(kBlock, size - done);
-        if (!RecvAll(server_fd_, buf.data(), n)) return;
-        done += n;
-      }
-      if (!SendAll(server_fd_, &cmd, 1)) return;
-    } else if (cmd == 'd') {
-      for (uint64_t done = 0; done < size;) {
-        const size_t n = std::min<uint64_t>(kBlock, size - done);
-        if (!SendAll(server_fd_, buf.data(), n)) return;
-        done += n;
-      }
-    } else if (cmd == 'p') {
-      uint64_t count = 0;
-      if (!RecvAll(server_fd_, &count, sizeof(count))) return;
+  uint64_t header[2] = {0, 0};
+  while (RecvAll(server_fd_, &cmd, 1) && cmd != 'q' &&
+         RecvAll(server_fd_, header, sizeof(header))) {
+    if (cmd == 'p') {
+      const uint64_t size = header[0];
+      const uint64_t count = header[1];
       for (uint64_t i = 0; i < count; ++i) {
-        if (!RecvAll(server_fd_, buf.data(), size) ||
-            !SendAll(server_fd_, buf.data(), size)) {
+        if (size > echo.size() || !RecvAll(server_fd_, echo.data(), size) ||
+            !SendAll(server_fd_, echo.data(), size)) {
           return;
         }
       }
+      continue;
+    }
+    const uint64_t offset = header[0];
+    const uint64_t size = header[1];
+    if (offset > server_memory_.size() ||
+        size > server_memory_.size() - offset) {
+      return;
+    }
+    char* at = server_memory_.data() + offset;
+    if (cmd == 'u') {
+      if (!RecvAll(server_fd_, at, size) || !SendAll(server_fd_, &cmd, 1)) {
+        return;
+      }
+    } else if (cmd == 'd') {
+      if (!SendAll(server_fd_, at, size)) return;
     }
   }
 }
 
-absl::StatusOr<double> Loopback::Upload(size_t bytes) {
-  std::vector<char> buf(kBlock, 1);
+absl::StatusOr<double> Loopback::Upload(const void* data, size_t offset,
+                                        size_t bytes) {
   const auto start = std::chrono::steady_clock::now();
   const char cmd = 'u';
-  const uint64_t size = bytes;
-  bool ok = SendAll(client_fd_, &cmd, 1) &&
-            SendAll(client_fd_, &size, sizeof(size));
-  for (size_t done = 0; ok && done < bytes;) {
-    const size_t n = std::min(kBlock, bytes - done);
-    ok = SendAll(client_fd_, buf.data(), n);
-    done += n;
-  }
+  const uint64_t header[2] = {offset, bytes};
   char ack = 0;
-  if (!ok || !RecvAll(client_fd_, &ack, 1)) return Errno("upload");
+  if (!SendAll(client_fd_, &cmd, 1) ||
+      !SendAll(client_fd_, header, sizeof(header)) ||
+      !SendAll(client_fd_, data, bytes) || !RecvAll(client_fd_, &ack, 1)) {
+    return Errno("upload");
+  }
   return Since(start);
 }
 
-absl::StatusOr<double> Loopback::Download(size_t bytes) {
-  std::vector<char> buf(kBlock);
+absl::StatusOr<double> Loopback::Download(void* data, size_t offset,
+                                          size_t bytes) {
   const auto start = std::chrono::steady_clock::now();
   const char cmd = 'd';
-  const uint64_t size = bytes;
-  bool ok = SendAll(client_fd_, &cmd, 1) &&
-            SendAll(client_fd_, &size, sizeof(size));
-  for (size_t done = 0; ok && done < bytes;) {
-    const size_t n = std::min(kBlock, bytes - done);
-    ok = RecvAll(client_fd_, buf.data(), n);
-    done += n;
+  const uint64_t header[2] = {offset, bytes};
+  if (!SendAll(client_fd_, &cmd, 1) ||
+      !SendAll(client_fd_, header, sizeof(header)) ||
+      !RecvAll(client_fd_, data, bytes)) {
+    return Errno("download");
   }
-  if (!ok) return Errno("download");
   return Since(start);
 }
 
 absl::StatusOr<std::vector<double>> Loopback::PingPong(size_t size, int n) {
   std::vector<char> buf(size, 7);
   const char cmd = 'p';
-  const uint64_t size64 = size;
-  const uint64_t count = n;
+  const uint64_t header[2] = {size, static_cast<uint64_t>(n)};
   if (!SendAll(client_fd_, &cmd, 1) ||
-      !SendAll(client_fd_, &size64, sizeof(size64)) ||
-      !SendAll(client_fd_, &count, sizeof(count))) {
+      !SendAll(client_fd_, header, sizeof(header))) {
     return Errno("ping-pong");
   }
   std::vector<double> rtts;

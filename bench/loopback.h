@@ -3,7 +3,10 @@
 
 // Raw TCP over 127.0.0.1, the limit the transfer and round-trip benchmarks
 // compare the daemon against: a server thread and a client socket with
-// TCP_NODELAY, no framing beyond fixed sizes.
+// TCP_NODELAY, no framing beyond fixed sizes. Like the daemon, the server
+// side owns memory that uploads land in and downloads come from, and the
+// client side sends from and receives into the caller's memory, so both
+// paths read and write the same number of bytes of memory.
 
 #include <cstddef>
 #include <memory>
@@ -17,15 +20,19 @@ namespace tessera::bench {
 
 class Loopback {
  public:
-  // Listens on an ephemeral port and connects to it.
-  static absl::StatusOr<std::unique_ptr<Loopback>> Open();
+  // Listens on an ephemeral port and connects to it. The server side owns
+  // `server_bytes` of memory, written once before any timing.
+  static absl::StatusOr<std::unique_ptr<Loopback>> Open(
+      size_t server_bytes = 0);
   ~Loopback();
 
-  // Seconds to send `bytes` to the server, which answers one byte once it
-  // has them all.
-  absl::StatusOr<double> Upload(size_t bytes);
-  // Seconds to receive `bytes` from the server after a one-byte request.
-  absl::StatusOr<double> Download(size_t bytes);
+  // Seconds to send [data, data + bytes) into the server's memory at
+  // `offset`; the server answers one byte once it has them all.
+  absl::StatusOr<double> Upload(const void* data, size_t offset,
+                                size_t bytes);
+  // Seconds to receive the server's memory [offset, offset + bytes) into
+  // `data`, after a request.
+  absl::StatusOr<double> Download(void* data, size_t offset, size_t bytes);
   // Round trip times (seconds) of `n` messages of `size` bytes echoed back.
   absl::StatusOr<std::vector<double>> PingPong(size_t size, int n);
 
@@ -37,6 +44,7 @@ class Loopback {
   int listen_fd_ = -1;
   int client_fd_ = -1;
   int server_fd_ = -1;
+  std::vector<char> server_memory_;
   std::thread server_;
 };
 

@@ -1,7 +1,8 @@
 // Round trip of a small compute through tesserad: a 1-op graph and a
 // 100-op chain on 16 floats, reading the 64-byte result, as one-shot
 // Compute and as a registered graph's Execute, with a 64-byte TCP
-// ping-pong over 127.0.0.1 in the same run.
+// ping-pong over 127.0.0.1 and the floor of any gRPC round trip (a 64-byte
+// echo on an open stream, bench/grpc_echo.h) in the same run.
 //
 //   bazel run -c opt //bench:rtt [-- --n=N --target=HOST:PORT]
 
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/bench_daemon.h"
+#include "bench/grpc_echo.h"
 #include "bench/loopback.h"
 #include "client/client.h"
 #include "client/remote_device.h"
@@ -25,6 +27,7 @@
 #include "graph/ops.h"
 #include "graph/status_macros.h"
 #include "graph/tensor_allocator.h"
+#include "server/process_tuning.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::bench {
@@ -115,6 +118,10 @@ absl::Status Main(int n, const std::string& target_flag) {
   for (double& s : pings) s *= 1e6;
   const Row ping{"TCP ping-pong, 64 bytes", Percentile(pings, 0.5),
                  Percentile(pings, 0.99)};
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> echoes, GrpcEcho(64, n));
+  for (double& s : echoes) s *= 1e6;
+  rows.push_back(Row{"gRPC stream echo, 64 bytes", Percentile(echoes, 0.5),
+                     Percentile(echoes, 0.99)});
 
   absl::PrintF("round trips to %s, %d samples (Compute: %d)\n\n",
                daemon.Describe(), n, n / 2);
@@ -133,6 +140,7 @@ absl::Status Main(int n, const std::string& target_flag) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
+  tessera::server::TuneProcess();
   spdlog::set_level(spdlog::level::warn);
   int n = 2000;
   std::string target;

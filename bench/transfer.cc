@@ -1,6 +1,8 @@
 // Tensor upload (WriteTensor) and download (ReadTensor) through tesserad
 // versus raw TCP over 127.0.0.1 in the same run: one 256 MiB tensor, and
-// 256 MiB as 8 MiB pieces.
+// 256 MiB as 8 MiB pieces. Raw TCP moves the same bytes from and to memory
+// of the same size (bench/loopback.h), and each tessera run is paired with
+// a raw run right after it.
 //
 //   bazel run -c opt //bench:transfer [-- --reps=N --target=HOST:PORT]
 //
@@ -11,7 +13,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "bench/loopback.h"
 #include "client/client.h"
 #include "graph/status_macros.h"
+#include "server/process_tuning.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::bench {
@@ -32,7 +34,7 @@ constexpr size_t kTotal = size_t{256} << 20;
 constexpr size_t kPiece = size_t{8} << 20;
 
 struct Flags {
-  int reps = 3;
+  int reps = 5;
   std::string target;
 };
 
@@ -42,16 +44,24 @@ double Since(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-// Best of `reps` timings of `op`, in seconds.
-absl::StatusOr<double> Best(int reps,
-                            const std::function<absl::StatusOr<double>()>& op) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    TESSERA_ASSIGN_OR_RETURN(double t, op());
-    best = std::min(best, t);
+// Timings of the daemon and of raw TCP, taken in pairs one after the other
+// so that both see the same state of a noisy machine.
+struct Pairs {
+  std::vector<double> tessera, raw;
+
+  static double Best(const std::vector<double>& t) {
+    return *std::min_element(t.begin(), t.end());
   }
-  return best;
-}
+  // The median over the pairs of raw time / tessera time.
+  double MedianRatio() const {
+    std::vector<double> r;
+    for (size_t i = 0; i < tessera.size(); ++i) {
+      r.push_back(raw[i] / tessera[i]);
+    }
+    std::sort(r.begin(), r.end());
+    return r[r.size() / 2];
+  }
+};
 
 absl::Status Main(const Flags& flags) {
   TESSERA_ASSIGN_OR_RETURN(BenchDaemon daemon, StartBenchDaemon(flags.target));
@@ -79,35 +89,48 @@ absl::Status Main(const Flags& flags) {
     }
     return Since(start);
   };
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Loopback> tcp, Loopback::Open());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Loopback> tcp,
+                           Loopback::Open(kTotal));
+  std::vector<char> raw_back(kTotal);
   auto raw = [&](bool upload, size_t piece) -> absl::StatusOr<double> {
     double total = 0;
     for (size_t off = 0; off < kTotal; off += piece) {
       TESSERA_ASSIGN_OR_RETURN(
-          double t, upload ? tcp->Upload(piece) : tcp->Download(piece));
+          double t, upload ? tcp->Upload(host.data() + off, off, piece)
+                           : tcp->Download(raw_back.data() + off, off, piece));
       total += t;
     }
     return total;
   };
 
-  absl::PrintF("transfer of 256 MiB to and from %s on %s, best of %d\n\n",
-               device, daemon.Describe(), flags.reps);
-  absl::PrintF("%-26s %12s %12s %8s\n", "case", "tessera GB/s", "raw TCP GB/s",
-               "ratio");
+  absl::PrintF(
+      "transfer of 256 MiB to and from %s on %s, %d pairs of runs\n"
+      "GB/s: the best run; ratio: raw TCP time / tessera time, of the best "
+      "runs and the median over the pairs\n\n",
+      device, daemon.Describe(), flags.reps);
+  absl::PrintF("%-22s %12s %12s %10s %12s\n", "case", "tessera GB/s",
+               "raw TCP GB/s", "best/best", "median pair");
   for (bool upload : {true, false}) {
     for (size_t piece : {kTotal, kPiece}) {
-      TESSERA_ASSIGN_OR_RETURN(
-          double t, Best(flags.reps, [&] { return transfer(upload, piece); }));
-      TESSERA_ASSIGN_OR_RETURN(
-          double r, Best(flags.reps, [&] { return raw(upload, piece); }));
+      Pairs pairs;
+      for (int r = 0; r < flags.reps; ++r) {
+        TESSERA_ASSIGN_OR_RETURN(double t, transfer(upload, piece));
+        TESSERA_ASSIGN_OR_RETURN(double w, raw(upload, piece));
+        pairs.tessera.push_back(t);
+        pairs.raw.push_back(w);
+      }
+      const double t = Pairs::Best(pairs.tessera);
+      const double w = Pairs::Best(pairs.raw);
       const std::string name =
           absl::StrCat(upload ? "upload " : "download ",
                        piece == kTotal ? "1 x 256 MiB" : "32 x 8 MiB");
-      absl::PrintF("%-26s %12.2f %12.2f %8.2f\n", name, kTotal / t / 1e9,
-                   kTotal / r / 1e9, r / t);
+      absl::PrintF("%-22s %12.2f %12.2f %10.2f %12.2f\n", name,
+                   kTotal / t / 1e9, kTotal / w / 1e9, w / t,
+                   pairs.MedianRatio());
     }
   }
-  if (std::memcmp(host.data(), back.data(), kTotal) != 0) {
+  if (std::memcmp(host.data(), back.data(), kTotal) != 0 ||
+      std::memcmp(host.data(), raw_back.data(), kTotal) != 0) {
     return absl::DataLossError("downloaded bytes differ from the upload");
   }
   absl::PrintF("\ndownloaded bytes equal the upload\n");
@@ -118,6 +141,7 @@ absl::Status Main(const Flags& flags) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
+  tessera::server::TuneProcess();
   spdlog::set_level(spdlog::level::warn);
   tessera::bench::Flags flags;
   for (int i = 1; i < argc; ++i) {

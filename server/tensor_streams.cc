@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
 #include "proto/chunk_wire.h"
@@ -234,8 +235,8 @@ class ReadTensorReactor final
     return absl::OkStatus();
   }
 
-  // Sends the next chunk, read from the buffer into a slice that gRPC sends
-  // as is, or finishes after the last. A zero-byte range sends no chunk.
+  // Sends the next chunk, or finishes after the last. A zero-byte range
+  // sends no chunk.
   void Next() {
     if (sent_ == range_.size) {
       Finish(grpc::Status::OK);
@@ -244,17 +245,32 @@ class ReadTensorReactor final
     const size_t n = std::min<size_t>(
         range_.size - sent_,
         wire::StreamChunkBytes(context_.limits.max_chunk_bytes));
-    grpc::Slice data(n);
-    absl::Status status = range_.buffer->Read(
-        range_.offset + sent_, const_cast<uint8_t*>(data.begin()), n);
-    if (!status.ok()) {
-      Finish(ToGrpc(status));
+    absl::StatusOr<grpc::Slice> data = ChunkAt(range_.offset + sent_, n);
+    if (!data.ok()) {
+      Finish(ToGrpc(data.status()));
       return;
     }
     sent_ += n;
     context_.metrics.AddSent(n);
-    message_ = wire::ChunkMessage(wire::kReadTensorChunkField, std::move(data));
+    message_ = wire::ChunkMessage(wire::kReadTensorChunkField, *std::move(data));
     StartWrite(&message_);
+  }
+
+  // The bytes [at, at + n) of the buffer as a slice that gRPC sends as is.
+  // A host buffer's memory is sent in place, the slice keeping the buffer
+  // alive until gRPC lets go of it; other buffers are read into a new slice.
+  absl::StatusOr<grpc::Slice> ChunkAt(size_t at, size_t n) {
+    if (range_.buffer->type().is_host()) {
+      auto* keep = new std::shared_ptr<Buffer>(range_.buffer);
+      return grpc::Slice(
+          static_cast<uint8_t*>((*keep)->base()) + at, n,
+          [](void* p) { delete static_cast<std::shared_ptr<Buffer>*>(p); },
+          keep);
+    }
+    grpc::Slice data(n);
+    TESSERA_RETURN_IF_ERROR(
+        range_.buffer->Read(at, const_cast<uint8_t*>(data.begin()), n));
+    return data;
   }
 
   const TensorStreamContext& context_;

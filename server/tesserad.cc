@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "server/process_tuning.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -66,6 +67,7 @@ int Run(const Config& config, const sigset_t& stop_signals) {
 }  // namespace tessera::server
 
 int main(int argc, char** argv) {
+  tessera::server::TuneProcess();
   // Block the stop signals in every thread; the main thread waits for them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
