@@ -27,20 +27,35 @@ class ExecuteReactor final
   }
 
   void OnReadDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    if (!ok) {
-      reads_done_ = true;
-      MaybeFinish();
-      return;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {
+        reads_done_ = true;
+        MaybeFinish();
+        return;
+      }
+      if (in_flight_++ > 0) {
+        queued_.push_back(std::move(request_));
+        request_.Clear();
+        if (queued_.size() < limits_.max_queued_executions) {
+          StartRead(&request_);
+        } else {
+          read_paused_ = true;
+        }
+        return;
+      }
+      busy_.emplace(in_flight_counter_.Begin());
+      submitting_here_ = true;
     }
-    if (in_flight_++ == 0) busy_.emplace(in_flight_counter_.Begin());
-    queued_.push_back(std::move(request_));
+    // Nothing else of this stream is in flight, so nothing waits for a copy
+    // slot: submitting on this thread saves the hand-off to the submitter,
+    // and the order holds because the next read starts after.
+    std::unique_ptr<Item> item = SubmitItem(request_);
     request_.Clear();
-    if (queued_.size() < limits_.max_queued_executions) {
-      StartRead(&request_);
-    } else {
-      read_paused_ = true;
-    }
+    absl::MutexLock lock(&mu_);
+    submitted_.push_back(std::move(item));
+    submitting_here_ = false;
+    if (!stopping_) StartRead(&request_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -108,6 +123,16 @@ class ExecuteReactor final
     return absl::OkStatus();
   }
 
+  // Submits one request; an error goes into its response.
+  std::unique_ptr<Item> SubmitItem(const v1::ExecuteRequest& request) {
+    auto item = std::make_unique<Item>();
+    item->response.set_tag(request.tag());
+    if (absl::Status s = Submit(request, *item); !s.ok()) {
+      SetError(s, item->response);
+    }
+    return item;
+  }
+
   void SubmitLoop() {
     while (true) {
       v1::ExecuteRequest request;
@@ -129,11 +154,7 @@ class ExecuteReactor final
           StartRead(&request_);
         }
       }
-      auto item = std::make_unique<Item>();
-      item->response.set_tag(request.tag());
-      if (absl::Status s = Submit(request, *item); !s.ok()) {
-        SetError(s, item->response);
-      }
+      std::unique_ptr<Item> item = SubmitItem(request);
       absl::MutexLock lock(&mu_);
       submitted_.push_back(std::move(item));
     }
@@ -147,7 +168,8 @@ class ExecuteReactor final
         mu_.Await(absl::Condition(
             +[](ExecuteReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
               return !r->submitted_.empty() ||
-                     (r->stopping_ && r->submitter_done_);
+                     (r->stopping_ && r->submitter_done_ &&
+                      !r->submitting_here_);
             },
             this));
         if (submitted_.empty()) return;
@@ -208,6 +230,8 @@ class ExecuteReactor final
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool submitter_done_ ABSL_GUARDED_BY(mu_) = false;
+  // OnReadDone is submitting a request itself.
+  bool submitting_here_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread submitter_;
