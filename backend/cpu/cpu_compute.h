@@ -2,7 +2,8 @@
 #define TESSERA_BACKEND_CPU_CPU_COMPUTE_H_
 
 // Kernel dispatch of the CPU device: the one place that decides which
-// kernel computes a node and which nodes the CPU can compute.
+// kernel computes a node. The CPU computes every node whose types the op
+// has (graph/op_types.h); shapes are checked by the kernels.
 
 #include <cstddef>
 #include <cstdint>
@@ -25,12 +26,6 @@ struct CpuComputeContext {
   // Blocks until all nth threads have reached it (a no-op when nth is 1).
   absl::FunctionRef<void()> barrier;
 };
-
-// Whether the CPU kernels compute `node`: its op is in the enum (with a
-// valid sub-op for UNARY, GLU and ARGSORT), its required sources are
-// present, and its type combination is one the kernels have. Shapes are
-// checked by the kernels. View ops and NONE are always supported.
-bool CpuSupportsNode(const Tensor& node);
 
 // Bytes of scratch memory CpuComputeNode needs for `node` on `nth` threads.
 size_t CpuWorkSize(const Tensor& node, int nth);

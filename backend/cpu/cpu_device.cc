@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_format.h"
 #include "backend/cpu/cpu_buffer.h"
-#include "backend/cpu/cpu_compute.h"
-#include "backend/ticket_event.h"
 #include "backend/cpu/cpu_stream.h"
+#include "backend/ticket_event.h"
+#include "graph/op_types.h"
 
 namespace tessera {
 namespace {
@@ -68,7 +68,7 @@ absl::StatusOr<std::unique_ptr<Event>> CpuDevice::CreateEvent() {
 }
 
 bool CpuDevice::SupportsOp(const Tensor& node) const {
-  return CpuSupportsNode(node);
+  return OpHasTypes(node);
 }
 
 bool CpuDevice::SupportsBufferType(const BufferType& type) const {

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_error.h"
 #include "backend/cuda/cuda_mul_mat.h"
+#include "graph/op_types.h"
 #include "graph/status_macros.h"
 #include "graph/type.h"
 
@@ -30,13 +31,6 @@ constexpr int64_t kIndexLimit = int64_t{1} << 31;
 bool Valid(const Tensor* t) {
   return t != nullptr && IsValidType(static_cast<int32_t>(t->type));
 }
-bool IsFloat(const Tensor* t) { return Valid(t) && IsFloatType(t->type); }
-bool Is(const Tensor* t, Type type) { return Valid(t) && t->type == type; }
-bool AbsentOr(const Tensor* t, Type a, Type b) {
-  return t == nullptr || Is(t, a) || Is(t, b);
-}
-bool InRange(int32_t value, int count) { return value >= 0 && value < count; }
-bool IsQuantized(Type t) { return Traits(t).is_quantized; }
 
 // Every dimension and the row count below 2^31.
 bool FitsIndices(const Tensor& t) {
@@ -51,78 +45,20 @@ bool FitsIndices(const Tensor& t) {
   return true;
 }
 
-bool TypesSupported(const Tensor& node) {
+// Limits of the CUDA kernels beyond the op's types (graph/op_types.h).
+bool WithinKernelLimits(const Tensor& node) {
   const Tensor* a = node.src[0];
-  const Tensor* b = node.src[1];
-  const Type t = node.type;
   switch (node.op) {
-    case Op::kNone:
-    case Op::kView:
-    case Op::kReshape:
-    case Op::kPermute:
-    case Op::kTranspose:
-      return true;
-    case Op::kDup:
-    case Op::kCont:
-      return Is(a, t);
-    case Op::kCpy:
-      return Valid(a) &&
-             (!IsQuantized(a->type) || t == a->type || t == Type::kF32);
-    case Op::kAdd:
-    case Op::kSub:
-    case Op::kMul:
-    case Op::kDiv:
-      return IsFloat(a) && t == a->type &&
-             (Is(b, Type::kF32) || Is(b, a->type));
-    case Op::kScale:
-    case Op::kSqr:
-    case Op::kSqrt:
-    case Op::kLog:
-      return IsFloat(a) && t == a->type;
-    case Op::kUnary:
-      return IsFloat(a) && t == a->type &&
-             InRange(node.op_params[0], kUnaryOpCount);
-    case Op::kGlu:
-      return IsFloat(a) && t == a->type && (b == nullptr || Is(b, t)) &&
-             InRange(node.op_params[0], kGluOpCount) &&
-             InRange(node.op_params[1], 2);
-    case Op::kSumRows:
-    case Op::kMean:
-    case Op::kNorm:
-    case Op::kRmsNorm:
-      return Is(a, Type::kF32) && t == Type::kF32;
-    case Op::kArgmax:
-      return Is(a, Type::kF32) && t == Type::kI32;
     case Op::kArgsort:
-      return Is(a, Type::kF32) && t == Type::kI32 &&
-             InRange(node.op_params[0], 2) &&
-             a->ne[0] <= cuda_kernels::kMaxArgsortCols;
+      return a->ne[0] <= cuda_kernels::kMaxArgsortCols;
     case Op::kMulMat:
-      return Valid(a) && Is(b, Type::kF32) && t == Type::kF32 &&
-             node.IsContiguous();
-    case Op::kGetRows:
-      return Valid(a) && Is(b, Type::kI32) &&
-             t == (a->type == Type::kI32 ? Type::kI32 : Type::kF32);
-    case Op::kSetRows:
-      return Is(a, Type::kF32) && Is(b, Type::kI32) && t != Type::kI32;
-    case Op::kSoftMax:
-      return Is(a, Type::kF32) && t == Type::kF32 &&
-             AbsentOr(b, Type::kF32, Type::kF16);
-    case Op::kRope:
-      return (Is(a, Type::kF32) || Is(a, Type::kF16)) && t == a->type &&
-             Is(b, Type::kI32);
-    case Op::kConcat:
-      return Valid(a) && !IsQuantized(a->type) && Is(b, a->type) &&
-             t == a->type;
+      return node.IsContiguous();
     case Op::kFlashAttnExt:
-      return Is(a, Type::kF32) && (Is(b, Type::kF32) || Is(b, Type::kF16)) &&
-             (Is(node.src[2], Type::kF32) || Is(node.src[2], Type::kF16)) &&
-             AbsentOr(node.src[3], Type::kF32, Type::kF16) &&
-             t == Type::kF32 &&
-             a->ne[0] <= cuda_kernels::kMaxFlashAttnHead &&
+      return a->ne[0] <= cuda_kernels::kMaxFlashAttnHead &&
              node.src[2]->ne[0] <= cuda_kernels::kMaxFlashAttnHead;
+    default:
+      return true;
   }
-  return false;
 }
 
 std::string Where(const Tensor& node) {
@@ -487,10 +423,7 @@ cuda_kernels::KTensor ToKTensor(const Tensor& t) {
 }
 
 bool CudaSupportsNode(const Tensor& node) {
-  if (!InRange(static_cast<int32_t>(node.op), kOpCount) || !Valid(&node)) {
-    return false;
-  }
-  if (!TypesSupported(node)) return false;
+  if (!OpHasTypes(node) || !WithinKernelLimits(node)) return false;
   if (!FitsIndices(node)) return false;
   for (const Tensor* src : node.src) {
     if (src != nullptr && (!Valid(src) || !FitsIndices(*src))) return false;
