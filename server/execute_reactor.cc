@@ -47,9 +47,11 @@ class ExecuteReactor final
       busy_.emplace(in_flight_counter_.Begin());
       submitting_here_ = true;
     }
-    // Nothing else of this stream is in flight, so nothing waits for a copy
-    // slot: submitting on this thread saves the hand-off to the submitter,
-    // and the order holds because the next read starts after.
+    // Nothing else of this stream is in flight, so the submission waits for
+    // none of this stream's work (only another stream executing the same
+    // graph can hold its copy slots): submitting on this thread saves the
+    // hand-off to the submitter, and the order holds because the next read
+    // starts after.
     std::unique_ptr<Item> item = SubmitItem(request_);
     request_.Clear();
     absl::MutexLock lock(&mu_);
