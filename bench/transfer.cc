@@ -58,8 +58,7 @@ struct Pairs {
     for (size_t i = 0; i < tessera.size(); ++i) {
       r.push_back(raw[i] / tessera[i]);
     }
-    std::sort(r.begin(), r.end());
-    return r[r.size() / 2];
+    return Percentile(r, 0.5);
   }
 };
 

@@ -3,10 +3,6 @@
 // and the messages for a daemon that cannot be reached, a refused token
 // and a TLS mismatch.
 
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -14,44 +10,30 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/shell.h"
 #include "tests/integration/test_certs.h"
 
 namespace tessera {
 namespace {
 
+using testing::CommandRun;
 using testing::DaemonProcess;
-
-struct CliRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using testing::RunCommand;
+using testing::WriteTempFile;
 
 std::string CliPath() {
   return testing::RunfilesBinary("client/tessera", "TESSERA_CLI").value();
 }
 
-// Runs the tool with `args`, and `env` (NAME=VALUE ...) in its environment.
-CliRun Cli(const std::vector<std::string>& args, const std::string& env = "") {
-  const std::string command = absl::StrCat(env, " ", CliPath(), " ",
-                                           absl::StrJoin(args, " "), " 2>&1");
-  CliRun run;
-  FILE* pipe = popen(command.c_str(), "r");
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) {
-    run.output.append(buf, n);
-  }
-  const int status = pclose(pipe);
-  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
-  return run;
+// Runs the tool with `args`, and `env` (NAME=VALUE ...) in its environment;
+// the output holds stdout and stderr together.
+CommandRun Cli(const std::vector<std::string>& args,
+               const std::string& env = "") {
+  return RunCommand(absl::StrCat(env, " ", CliPath(), " ",
+                                 absl::StrJoin(args, " "), " 2>&1"));
 }
 
-std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
-
-bool Has(const CliRun& run, const std::string& text) {
+bool Has(const CommandRun& run, const std::string& text) {
   return run.output.find(text) != std::string::npos;
 }
 
@@ -59,39 +41,39 @@ TEST(CliTest, DevicesPingUploadAndBench) {
   auto daemon = DaemonProcess::Start({"--devices=cpu:2"}).value();
   const std::string target = "--target=" + daemon->address();
 
-  CliRun devices = Cli({target, "devices"});
+  CommandRun devices = Cli({target, "devices"});
   EXPECT_EQ(devices.exit_code, 0) << devices.output;
   EXPECT_TRUE(Has(devices, "\ncpu0 ")) << devices.output;
   EXPECT_TRUE(Has(devices, "\ncpu1 ")) << devices.output;
 
-  CliRun ping = Cli({target, "ping"});
+  CommandRun ping = Cli({target, "ping"});
   EXPECT_EQ(ping.exit_code, 0) << ping.output;
   EXPECT_TRUE(Has(ping, "10 round trips")) << ping.output;
 
   std::string bytes(3 << 20, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 13);
-  const std::string file = WriteTemp("weights.bin", bytes);
-  CliRun first = Cli({target, "--device=cpu1", "upload", file});
+  const std::string file = WriteTempFile("weights.bin", bytes);
+  CommandRun first = Cli({target, "--device=cpu1", "upload", file});
   EXPECT_EQ(first.exit_code, 0) << first.output;
   EXPECT_TRUE(Has(first, "3.0 MiB sent to cpu1")) << first.output;
   // The progress bar: full, with bytes, percent and rate.
   EXPECT_TRUE(Has(first, "[##############################] 3.0 MiB / 3.0 MiB  100%"))
       << first.output;
   EXPECT_TRUE(Has(first, "GB/s")) << first.output;
-  CliRun second = Cli({target, "--device=cpu1", "upload", file});
+  CommandRun second = Cli({target, "--device=cpu1", "upload", file});
   EXPECT_EQ(second.exit_code, 0) << second.output;
   EXPECT_TRUE(Has(second, "the daemon had it")) << second.output;
   EXPECT_FALSE(Has(second, "100%")) << second.output;
 
-  CliRun bench = Cli({target, "--bench_mib=16", "bench"});
+  CommandRun bench = Cli({target, "--bench_mib=16", "bench"});
   EXPECT_EQ(bench.exit_code, 0) << bench.output;
   EXPECT_TRUE(Has(bench, "upload")) << bench.output;
   EXPECT_TRUE(Has(bench, "download")) << bench.output;
 
-  CliRun missing = Cli({target, "upload", ::testing::TempDir() + "/no-such-file"});
+  CommandRun missing = Cli({target, "upload", ::testing::TempDir() + "/no-such-file"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_TRUE(Has(missing, "no-such-file: cannot be read")) << missing.output;
-  CliRun usage = Cli({target, "frobnicate"});
+  CommandRun usage = Cli({target, "frobnicate"});
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_TRUE(Has(usage, "usage: tessera")) << usage.output;
 }
@@ -103,27 +85,27 @@ TEST(CliTest, SaysWhyItCannotConnect) {
     auto daemon = DaemonProcess::Start({"--devices=cpu:1"}).value();
     gone = "--target=" + daemon->address();
   }
-  CliRun unreachable = Cli({gone, "ping"});
+  CommandRun unreachable = Cli({gone, "ping"});
   EXPECT_EQ(unreachable.exit_code, 1);
   EXPECT_TRUE(Has(unreachable, "cannot reach the daemon")) << unreachable.output;
 
-  const std::string token = WriteTemp("token", "right-token\n");
-  const std::string wrong = WriteTemp("wrong-token", "wrong-token\n");
+  const std::string token = WriteTempFile("token", "right-token\n");
+  const std::string wrong = WriteTempFile("wrong-token", "wrong-token\n");
   auto guarded =
       DaemonProcess::Start({"--devices=cpu:1", "--token_file=" + token}).value();
   const std::string target = "--target=" + guarded->address();
-  CliRun refused = Cli({target, "--token_file=" + wrong, "ping"});
+  CommandRun refused = Cli({target, "--token_file=" + wrong, "ping"});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_TRUE(Has(refused, "refused the credentials")) << refused.output;
-  CliRun accepted = Cli({target, "--token_file=" + token, "ping"});
+  CommandRun accepted = Cli({target, "--token_file=" + token, "ping"});
   EXPECT_EQ(accepted.exit_code, 0) << accepted.output;
   // The token can come from the environment too.
-  CliRun from_env = Cli({target, "ping"}, "TESSERA_TOKEN_FILE=" + token);
+  CommandRun from_env = Cli({target, "ping"}, "TESSERA_TOKEN_FILE=" + token);
   EXPECT_EQ(from_env.exit_code, 0) << from_env.output;
 
   // TLS to a plaintext port.
   const testing::TestCerts certs = testing::MakeTestCerts().value();
-  CliRun tls = Cli({target, "--token_file=" + token, "--tls_ca=" + certs.ca_pem,
+  CommandRun tls = Cli({target, "--token_file=" + token, "--tls_ca=" + certs.ca_pem,
                  "ping"});
   EXPECT_EQ(tls.exit_code, 1);
   EXPECT_TRUE(Has(tls, "cannot reach the daemon")) << tls.output;

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -33,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/shell.h"
 #include "tests/integration/test_certs.h"
 
 namespace tessera {
@@ -43,12 +43,6 @@ using client::ClientOptions;
 using grpc::health::v1::HealthCheckResponse;
 using testing::DaemonProcess;
 
-std::string WriteTemp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
 ClientOptions Quick() {
   ClientOptions options;
   options.connect_timeout = absl::Seconds(3);
@@ -57,14 +51,7 @@ ClientOptions Quick() {
 
 // The body curl fetches from `url`.
 std::string Curl(const std::string& url) {
-  FILE* pipe = popen(absl::StrCat("curl -s ", url).c_str(), "r");
-  std::string body;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) {
-    body.append(buf, n);
-  }
-  pclose(pipe);
-  return body;
+  return testing::RunCommand(absl::StrCat("curl -s ", url)).output;
 }
 
 // The daemon's health as gRPC's health service reports it.
@@ -83,7 +70,7 @@ HealthCheckResponse::ServingStatus Health(const std::string& address) {
 }
 
 TEST(OperationsTest, EveryCallNeedsTheToken) {
-  const std::string token_file = WriteTemp("token", "s3cret-token\n");
+  const std::string token_file = testing::WriteTempFile("token", "s3cret-token\n");
   auto daemon = DaemonProcess::Start({"--devices=cpu:1",
                                       absl::StrCat("--token_file=", token_file)})
                     .value();
