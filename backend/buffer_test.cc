@@ -8,7 +8,7 @@
 
 #include "backend/cpu/cpu_device.h"
 #include "graph/context.h"
-#include "graph/tensor_allocator.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "gtest/gtest.h"
 
 namespace tessera {

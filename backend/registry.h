@@ -33,15 +33,6 @@ class Registry {
   std::vector<Device*> view_;
 };
 
-// Adds the devices named by `spec` to `registry`. A spec is a comma-separated
-// list of items:
-//   "cpu"      one CPU device with `cpu_threads` threads
-//   "cpu:N"    N CPU devices cpu0..cpuN-1, each with its own threads
-//   "cuda"     every CUDA GPU found (none is not an error)
-//   "all"      every GPU found, and one CPU device
-// Errors: INVALID_ARGUMENT for an unknown item or a bad count.
-absl::Status AddDevices(std::string_view spec, int cpu_threads,
-                        Registry& registry);
 
 }  // namespace tessera
 

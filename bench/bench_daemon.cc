@@ -1,7 +1,7 @@
 #include "bench/bench_daemon.h"
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera::bench {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/daemon.h"
+#include "server/operations/daemon.h"
 
 namespace tessera::bench {
 

@@ -34,8 +34,8 @@
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
-#include "graph/status_macros.h"
-#include "graph/tensor_allocator.h"
+#include "base/status_macros.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "graph/type.h"
 
 namespace tessera {

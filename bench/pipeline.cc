@@ -21,12 +21,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend/device.h"
-#include "backend/registry.h"
+#include "backend/assembly/device_spec.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
-#include "graph/status_macros.h"
-#include "graph/tensor_allocator.h"
+#include "base/status_macros.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "sched/scheduler.h"
 
 namespace tessera {

@@ -25,9 +25,9 @@
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
-#include "graph/status_macros.h"
-#include "graph/tensor_allocator.h"
-#include "server/process_tuning.h"
+#include "base/status_macros.h"
+#include "backend/alloc/tensor_allocator.h"
+#include "server/operations/process_tuning.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::bench {

@@ -23,8 +23,8 @@
 #include "bench/bench_daemon.h"
 #include "bench/loopback.h"
 #include "client/client.h"
-#include "graph/status_macros.h"
-#include "server/process_tuning.h"
+#include "base/status_macros.h"
+#include "server/operations/process_tuning.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::bench {

@@ -10,7 +10,7 @@
 #include "client/borrowed_slices.h"
 #include "client/graph_encoder.h"
 #include "client/raw_stream_call.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/chunk_wire.h"
 #include "spdlog/spdlog.h"

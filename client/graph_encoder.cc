@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "client/remote_buffer.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera::client {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/remote_device.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::client {

@@ -4,7 +4,7 @@
 #include "backend/ticket_event.h"
 #include "client/remote_stream.h"
 #include "graph/ops.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera::client {
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/graph_encoder.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera::client {
 

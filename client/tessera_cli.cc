@@ -35,8 +35,8 @@
 #include "absl/time/clock.h"
 #include "client/client.h"
 #include "grpc/grpc.h"
-#include "graph/flag_file.h"
-#include "graph/status_macros.h"
+#include "base/flag_file.h"
+#include "base/status_macros.h"
 #include "proto/content_hash.h"
 
 namespace tessera::client {

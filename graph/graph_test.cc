@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -114,6 +115,29 @@ TEST(TensorTest, NumBytesFollowsStrides) {
   absl::StatusOr<Tensor*> v = View(ctx, a, {2, 2}, {16}, 4);
   ASSERT_TRUE(v.ok());
   EXPECT_EQ((*v)->NumBytes(), 24u);
+}
+
+TEST(TensorTest, CheckedNumBytesAgreesAndCatchesOverflow) {
+  Context ctx;
+  Tensor* a = New(ctx, Type::kF32, {4, 3, 2});
+  EXPECT_EQ(CheckedNumBytes(*a), a->NumBytes());
+  Tensor* q = New(ctx, Type::kQ8_0, {64, 3});
+  EXPECT_EQ(CheckedNumBytes(*q), q->NumBytes());
+  EXPECT_EQ(CheckedNumBytes(*q), std::optional<size_t>(3 * 2 * 34));
+  Tensor* empty = New(ctx, Type::kF32, {0, 3});
+  EXPECT_EQ(CheckedNumBytes(*empty), std::optional<size_t>(0));
+  // Strides a client could send: the span wraps size_t or passes int64_t.
+  Tensor huge = *a;
+  huge.ne[1] = int64_t{1} << 40;
+  huge.nb[1] = size_t{1} << 40;
+  EXPECT_EQ(CheckedNumBytes(huge), std::nullopt);
+  huge.ne[1] = 2;
+  huge.nb[1] = size_t{1} << 63;
+  EXPECT_EQ(CheckedNumBytes(huge), std::nullopt);
+  Tensor blocks = *q;
+  blocks.ne[0] = int64_t{32} << 40;
+  blocks.nb[0] = size_t{1} << 40;
+  EXPECT_EQ(CheckedNumBytes(blocks), std::nullopt);
 }
 
 TEST(TensorTest, ContiguityPredicates) {

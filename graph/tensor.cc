@@ -1,5 +1,7 @@
 #include "graph/tensor.h"
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -85,6 +87,35 @@ size_t Tensor::NumBytes() const {
     }
   }
   return bytes;
+}
+
+std::optional<size_t> CheckedNumBytes(const Tensor& t) {
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (t.ne[i] <= 0) return 0;
+  }
+  const TypeTraits& traits = Traits(t.type);
+  uint64_t total = traits.type_size;
+  int first = 0;
+  if (traits.block_size != 1) {
+    if (__builtin_mul_overflow(
+            static_cast<uint64_t>(t.ne[0] / traits.block_size),
+            static_cast<uint64_t>(t.nb[0]), &total)) {
+      return std::nullopt;
+    }
+    first = 1;
+  }
+  for (int i = first; i < kMaxDims; ++i) {
+    uint64_t span;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[i] - 1),
+                               static_cast<uint64_t>(t.nb[i]), &span) ||
+        __builtin_add_overflow(total, span, &total)) {
+      return std::nullopt;
+    }
+  }
+  if (total > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return std::nullopt;
+  }
+  return static_cast<size_t>(total);
 }
 
 // ggml_is_contiguous: dimensions of size 1 may have any stride.

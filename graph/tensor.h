@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -107,6 +108,8 @@ struct Tensor {
   int64_t NumElements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t NumRows() const { return ne[1] * ne[2] * ne[3]; }
   // Bytes spanned from the first to one past the last element (ggml_nbytes).
+  // Wraps around for corrupt shapes or strides: use CheckedNumBytes on
+  // tensors that came from outside.
   size_t NumBytes() const;
   // Bytes of one row of ne[0] values.
   size_t RowBytes() const { return RowSize(type, ne[0]); }
@@ -133,6 +136,12 @@ struct Tensor {
     std::memcpy(&op_params[i], &v, sizeof(T));
   }
 };
+
+// NumBytes() of `t` (a valid type) computed without overflow; nullopt when
+// the span does not fit in int64_t. The one check of a tensor's byte size for
+// shapes and strides that came from outside (the wire, a file, a builder's
+// caller).
+std::optional<size_t> CheckedNumBytes(const Tensor& t);
 
 // Byte strides of a contiguous tensor of `type` and shape `ne`.
 void ContiguousStrides(Type type, const int64_t ne[kMaxDims],

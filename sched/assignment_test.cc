@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "backend/registry.h"
+#include "backend/assembly/device_spec.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
-#include "graph/tensor_allocator.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "gtest/gtest.h"
 #include "sched/splits.h"
 #include "sched/testing/partial_device.h"

@@ -9,7 +9,7 @@
 // fall back), cuts the graph into splits (runs of nodes on one stream),
 // copies each split's inputs from the stream that holds them, and places
 // every compute tensor in per-stream compute memory with liveness-based
-// reuse (graph/graph_allocator.h).
+// reuse (backend/alloc/graph_allocator.h).
 //
 // Pipeline parallelism: with n_copies > 1, every split input has one slot
 // per in-flight graph and every (stream, copy) pair events, so consecutive
@@ -57,7 +57,7 @@
 #include "backend/event.h"
 #include "backend/stream.h"
 #include "graph/graph.h"
-#include "graph/graph_allocator.h"
+#include "backend/alloc/graph_allocator.h"
 #include "graph/tensor.h"
 #include "sched/assignment.h"
 #include "sched/splits.h"

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/config.h"
-#include "server/daemon.h"
-#include "server/process_tuning.h"
+#include "server/operations/config.h"
+#include "server/operations/daemon.h"
+#include "server/operations/process_tuning.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 

@@ -11,7 +11,7 @@
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
-#include "graph/tensor_allocator.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "gtest/gtest.h"
 
 namespace tessera {

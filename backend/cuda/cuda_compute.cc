@@ -10,7 +10,7 @@
 #include "backend/cuda/cuda_error.h"
 #include "backend/cuda/cuda_mul_mat.h"
 #include "graph/op_types.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 #include "graph/type.h"
 
 namespace tessera {

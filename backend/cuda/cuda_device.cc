@@ -10,7 +10,7 @@
 #include "backend/cuda/cuda_event.h"
 #include "backend/cuda/cuda_host_buffer.h"
 #include "backend/cuda/cuda_stream.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

@@ -4,7 +4,7 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_error.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

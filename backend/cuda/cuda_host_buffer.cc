@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend/cuda/cuda_error.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_error.h"
 #include "backend/cuda/kernels.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 #include "graph/type.h"
 
 namespace tessera {

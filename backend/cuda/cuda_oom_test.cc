@@ -19,7 +19,7 @@
 #include "graph/graph.h"
 #include "graph/ops.h"
 #include "graph/tensor.h"
-#include "graph/tensor_allocator.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "gtest/gtest.h"
 
 namespace tessera {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera {
 

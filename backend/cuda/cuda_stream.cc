@@ -16,7 +16,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/ticket_event.h"
 #include "graph/graph.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {

@@ -19,9 +19,9 @@
 #include "backend/device.h"
 #include "graph/context.h"
 #include "graph/ops.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 #include "graph/tensor.h"
-#include "graph/tensor_allocator.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "gtest/gtest.h"
 
 namespace tessera::testing {

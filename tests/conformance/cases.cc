@@ -16,7 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/ops.h"
 #include "graph/type.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera::conformance {
 

@@ -1,5 +1,5 @@
 // The op conformance suite: every case of AllCases() on every device that
-// backend/registry.h's AddDevices creates for the specs below, against the
+// backend/assembly/device_spec.h's AddDevices creates for the specs below, against the
 // reference kernels. A new device type is covered by adding it to
 // AddDevices (and, if it needs a spec of its own, to kSpecs).
 
@@ -13,7 +13,7 @@
 #include "backend/cpu/cpu_device.h"
 #include "backend/cpu/simd_level.h"
 #include "backend/device.h"
-#include "backend/registry.h"
+#include "backend/assembly/device_spec.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"

@@ -18,12 +18,12 @@
 #include "backend/stream.h"
 #include "graph/context.h"
 #include "graph/graph.h"
-#include "graph/graph_allocator.h"
+#include "backend/alloc/graph_allocator.h"
 #include "graph/reference.h"
 #include "graph/tensor.h"
-#include "graph/tensor_allocator.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "graph/type.h"
-#include "graph/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tessera::conformance {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "backend/registry.h"
+#include "backend/assembly/device_spec.h"
 #include "client/client.h"
 #include "client/remote_graph.h"
 #include "graph/context.h"

@@ -1,0 +1,134 @@
+#ifndef TESSERA_SERVER_RPC_SERVICE_H_
+#define TESSERA_SERVER_RPC_SERVICE_H_
+
+#include "grpcpp/support/server_callback.h"
+#include "proto/tessera.grpc.pb.h"
+#include "backend/registry.h"
+#include "server/operations/config.h"
+#include "server/sessions/content_store.h"
+#include "server/rpc/in_flight.h"
+#include "server/operations/metrics.h"
+#include "server/sessions/session_manager.h"
+#include "server/rpc/tensor_streams.h"
+#include "server/operations/token_auth.h"
+#include "server/rpc/work_queue.h"
+
+namespace tessera::server {
+
+// The tessera.v1.Tessera service (proto/tessera.proto documents every RPC
+// and its errors). A thin layer: each RPC finds the session, converts the
+// request and calls sessions, buffers, the graph decoder and the executor.
+// Quick RPCs finish on gRPC's callback thread; compute and copies run on
+// `work`. Thread-safe.
+// WriteTensor and ReadTensor take raw messages (server/rpc/tensor_streams.h).
+class Service final
+    : public v1::Tessera::WithRawCallbackMethod_WriteTensor<
+          v1::Tessera::WithRawCallbackMethod_ReadTensor<
+              v1::Tessera::CallbackService>> {
+ public:
+  // The protocol versions this server speaks.
+  static constexpr uint32_t kMinVersion = 1;
+  static constexpr uint32_t kMaxVersion = 1;
+
+  // Everything passed in must outlive the service. Every call must pass
+  // `auth` (UNAUTHENTICATED otherwise); uploads with a content hash are
+  // kept in `store`; offloaded calls and the tensor and Execute streams
+  // count in `in_flight`.
+  Service(const Registry& registry, SessionManager& sessions, WorkQueue& work,
+          InFlight& in_flight, const Limits& limits, const TokenAuth& auth,
+          Metrics& metrics, ContentStore& store);
+
+  grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* context,
+                                  const v1::HelloRequest* request,
+                                  v1::HelloResponse* response) override;
+  grpc::ServerWriteReactor<v1::AttachEvent>* Attach(
+      grpc::CallbackServerContext* context,
+      const v1::AttachRequest* request) override;
+  grpc::ServerUnaryReactor* CloseSession(
+      grpc::CallbackServerContext* context,
+      const v1::CloseSessionRequest* request,
+      v1::CloseSessionResponse* response) override;
+  grpc::ServerUnaryReactor* ListDevices(
+      grpc::CallbackServerContext* context,
+      const v1::ListDevicesRequest* request,
+      v1::ListDevicesResponse* response) override;
+
+  grpc::ServerUnaryReactor* AllocBuffer(
+      grpc::CallbackServerContext* context,
+      const v1::AllocBufferRequest* request,
+      v1::AllocBufferResponse* response) override;
+  grpc::ServerUnaryReactor* FreeBuffer(grpc::CallbackServerContext* context,
+                                       const v1::FreeBufferRequest* request,
+                                       v1::FreeBufferResponse* response) override;
+  grpc::ServerUnaryReactor* ClearBuffer(
+      grpc::CallbackServerContext* context,
+      const v1::ClearBufferRequest* request,
+      v1::ClearBufferResponse* response) override;
+  grpc::ServerUnaryReactor* GetAllocSize(
+      grpc::CallbackServerContext* context,
+      const v1::GetAllocSizeRequest* request,
+      v1::GetAllocSizeResponse* response) override;
+
+  grpc::ServerReadReactor<grpc::ByteBuffer>* WriteTensor(
+      grpc::CallbackServerContext* context,
+      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* WriteTensorByHash(
+      grpc::CallbackServerContext* context,
+      const v1::WriteTensorByHashRequest* request,
+      v1::WriteTensorByHashResponse* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadTensor(
+      grpc::CallbackServerContext* context,
+      const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* MemsetTensor(
+      grpc::CallbackServerContext* context,
+      const v1::MemsetTensorRequest* request,
+      v1::MemsetTensorResponse* response) override;
+  grpc::ServerUnaryReactor* CopyTensor(
+      grpc::CallbackServerContext* context,
+      const v1::CopyTensorRequest* request,
+      v1::CopyTensorResponse* response) override;
+
+  grpc::ServerUnaryReactor* Compute(grpc::CallbackServerContext* context,
+                                    const v1::ComputeRequest* request,
+                                    v1::ComputeResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterGraph(
+      grpc::CallbackServerContext* context,
+      const v1::RegisterGraphRequest* request,
+      v1::RegisterGraphResponse* response) override;
+  grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* Execute(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* ReleaseGraph(
+      grpc::CallbackServerContext* context,
+      const v1::ReleaseGraphRequest* request,
+      v1::ReleaseGraphResponse* response) override;
+
+ private:
+  // Finishes a unary call with `status`.
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
+                                        const absl::Status& status);
+  // RESOURCE_EXHAUSTED, with the numbers, when `bytes` more would take the
+  // session past limits_.session_memory_quota.
+  absl::Status CheckQuota(const Session& session, uint64_t bytes,
+                          absl::string_view call) const;
+  // RESOURCE_EXHAUSTED when allocating `bytes` would leave less than
+  // limits_.device_memory_reserve free on `device`.
+  absl::Status CheckReserve(Device& device, uint64_t bytes) const;
+  // Runs `body` on the work queue and finishes the call with its status;
+  // a call that fails auth_ finishes at once.
+  grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context,
+                                    std::function<absl::Status()> body);
+
+  const Registry& registry_;
+  SessionManager& sessions_;
+  WorkQueue& work_;
+  InFlight& in_flight_;
+  const Limits limits_;
+  const TokenAuth& auth_;
+  Metrics& metrics_;
+  ContentStore& store_;
+  const TensorStreamContext streams_;
+};
+
+}  // namespace tessera::server
+
+#endif  // TESSERA_SERVER_RPC_SERVICE_H_

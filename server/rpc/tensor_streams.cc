@@ -1,0 +1,295 @@
+#include "server/rpc/tensor_streams.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "proto/chunk_wire.h"
+#include "server/decoding/buffer_range.h"
+#include "server/rpc/grpc_status.h"
+
+namespace tessera::server {
+namespace {
+
+// Parses a whole message of type M, or INVALID_ARGUMENT naming `what`.
+template <typename M>
+absl::Status ParseMessage(const grpc::ByteBuffer& raw, absl::string_view what,
+                          M& message) {
+  grpc::ByteBuffer copy = raw;  // references the same slices
+  if (!grpc::SerializationTraits<M>::Deserialize(&copy, &message).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(what), " a message that does not parse"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename M>
+void SerializeMessage(const M& message, grpc::ByteBuffer& raw) {
+  bool own_buffer = false;
+  grpc::SerializationTraits<M>::Serialize(message, &raw, &own_buffer).ok();
+}
+
+class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  WriteTensorReactor(const TensorStreamContext& context,
+                     grpc::ByteBuffer* response)
+      : context_(context),
+        hold_(context.in_flight.Begin()),
+        response_(response) {
+    StartRead(&message_);
+  }
+
+  void OnReadDone(bool ok) override {
+    absl::Status status = ok ? Take() : End();
+    if (!ok || !status.ok()) {
+      Finish(ToGrpc(status));
+      return;
+    }
+    StartRead(&message_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Handles one message of the stream: a plain chunk goes from the received
+  // slices straight into the buffer; anything else is parsed.
+  absl::Status Take() {
+    TESSERA_ASSIGN_OR_RETURN(
+        std::optional<wire::Chunk> chunk,
+        wire::FindChunk(message_, wire::kWriteTensorChunkField));
+    if (chunk.has_value()) return TakeChunk(*chunk);
+    v1::WriteTensorRequest request;
+    TESSERA_RETURN_IF_ERROR(ParseMessage(message_, "[WriteTensor]", request));
+    if (request.has_header()) return TakeHeader(request.header());
+    if (!request.has_chunk()) {
+      return absl::InvalidArgumentError(
+          "[WriteTensor] a message with neither header nor chunk");
+    }
+    TESSERA_RETURN_IF_ERROR(CheckChunk(request.chunk().size()));
+    TESSERA_RETURN_IF_ERROR(range_.buffer->Write(
+        range_.offset + written_, request.chunk().data(),
+        request.chunk().size()));
+    Keep(reinterpret_cast<const uint8_t*>(request.chunk().data()),
+         request.chunk().size());
+    return Advance(request.chunk().size());
+  }
+
+  absl::Status TakeHeader(const v1::WriteTensorRequest::Header& header) {
+    if (range_.buffer != nullptr) {
+      return absl::InvalidArgumentError(
+          "[WriteTensor] a second header in one stream");
+    }
+    TESSERA_ASSIGN_OR_RETURN(session_,
+                             context_.sessions.Find(header.session()));
+    TESSERA_ASSIGN_OR_RETURN(
+        range_,
+        ResolveRange(*session_, "[WriteTensor] dst", header.dst().buffer(),
+                     header.dst().offset(), header.size()));
+    if (header.has_hash() && header.size() >= ContentStore::kMinBytes) {
+      hash_ = wire::ContentHash{.high = header.hash().high(),
+                                .low = header.hash().low()};
+      kept_ = std::make_shared<std::string>();
+      kept_->reserve(header.size());
+    }
+    return absl::OkStatus();
+  }
+
+  // Host buffers take each received slice directly; other buffers take the
+  // chunk in one write from a staging copy, so a device sees one transfer
+  // per chunk rather than one per slice.
+  absl::Status TakeChunk(const wire::Chunk& chunk) {
+    TESSERA_RETURN_IF_ERROR(CheckChunk(chunk.size()));
+    Buffer& buffer = *range_.buffer;
+    const size_t at = range_.offset + written_;
+    if (buffer.type().is_host()) {
+      TESSERA_RETURN_IF_ERROR(chunk.ForEachSpan(
+          [&](size_t offset, const uint8_t* data, size_t n) {
+            Keep(data, n);
+            return buffer.Write(at + offset, data, n);
+          }));
+    } else {
+      staging_.resize(chunk.size());
+      TESSERA_RETURN_IF_ERROR(chunk.ForEachSpan(
+          [&](size_t offset, const uint8_t* data, size_t n) {
+            std::memcpy(staging_.data() + offset, data, n);
+            Keep(data, n);
+            return absl::OkStatus();
+          }));
+      TESSERA_RETURN_IF_ERROR(buffer.Write(at, staging_.data(), chunk.size()));
+    }
+    return Advance(chunk.size());
+  }
+
+  absl::Status CheckChunk(size_t size) const {
+    if (range_.buffer == nullptr) {
+      return absl::InvalidArgumentError(
+          "[WriteTensor] a chunk before the header");
+    }
+    if (size > context_.limits.max_chunk_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("[WriteTensor] a chunk of ", size,
+                       " bytes exceeds max_chunk_bytes ",
+                       context_.limits.max_chunk_bytes));
+    }
+    if (size > range_.size - written_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "[WriteTensor] chunks carry more than the header's ", range_.size,
+          " bytes (", written_ + size, " so far)"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Advance(size_t size) {
+    written_ += size;
+    context_.metrics.AddReceived(size);
+    session_->Touch();
+    return absl::OkStatus();
+  }
+
+  // Hashes and keeps the bytes of an upload that announced its hash.
+  void Keep(const uint8_t* data, size_t n) {
+    if (kept_ == nullptr) return;
+    hasher_.Update(data, n);
+    kept_->append(reinterpret_cast<const char*>(data), n);
+  }
+
+  // The client closed its side.
+  absl::Status End() {
+    if (range_.buffer == nullptr) {
+      return absl::InvalidArgumentError("[WriteTensor] a stream with no header");
+    }
+    if (written_ != range_.size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("[WriteTensor] the stream ended after ", written_,
+                       " of the header's ", range_.size, " bytes"));
+    }
+    if (kept_ != nullptr) {
+      const wire::ContentHash got = hasher_.Finish();
+      if (!(got == hash_)) {
+        return absl::DataLossError(absl::StrCat(
+            "[WriteTensor] the bytes hash to ", got.Hex(), ", the header said ",
+            hash_.Hex(), ": written but not kept"));
+      }
+      context_.store.Put(hash_, std::move(kept_));
+    }
+    v1::WriteTensorResponse response;
+    response.set_bytes_written(written_);
+    SerializeMessage(response, *response_);
+    return absl::OkStatus();
+  }
+
+  const TensorStreamContext& context_;
+  const InFlight::Hold hold_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer message_;
+  std::shared_ptr<Session> session_;
+  BufferRange range_;
+  size_t written_ = 0;
+  std::string staging_;
+  // For an upload to keep under its hash.
+  wire::ContentHash hash_;
+  wire::ContentHasher hasher_;
+  std::shared_ptr<std::string> kept_;
+};
+
+class ReadTensorReactor final
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  ReadTensorReactor(const TensorStreamContext& context,
+                    const grpc::ByteBuffer* request)
+      : context_(context), hold_(context.in_flight.Begin()) {
+    absl::Status status = Start(context.sessions, *request);
+    if (!status.ok()) {
+      Finish(ToGrpc(status));
+      return;
+    }
+    Next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {  // the client went away
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                          "[ReadTensor] the client cancelled"));
+      return;
+    }
+    Next();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status Start(SessionManager& sessions, const grpc::ByteBuffer& raw) {
+    v1::ReadTensorRequest request;
+    TESSERA_RETURN_IF_ERROR(ParseMessage(raw, "[ReadTensor]", request));
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
+                             sessions.Find(request.session()));
+    TESSERA_ASSIGN_OR_RETURN(
+        range_, ResolveRange(*session, "[ReadTensor] src",
+                             request.src().buffer(), request.src().offset(),
+                             request.size()));
+    return absl::OkStatus();
+  }
+
+  // Sends the next chunk, or finishes after the last. A zero-byte range
+  // sends no chunk.
+  void Next() {
+    if (sent_ == range_.size) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    const size_t n = std::min<size_t>(
+        range_.size - sent_,
+        wire::StreamChunkBytes(context_.limits.max_chunk_bytes));
+    absl::StatusOr<grpc::Slice> data = ChunkAt(range_.offset + sent_, n);
+    if (!data.ok()) {
+      Finish(ToGrpc(data.status()));
+      return;
+    }
+    sent_ += n;
+    context_.metrics.AddSent(n);
+    message_ = wire::ChunkMessage(wire::kReadTensorChunkField, *std::move(data));
+    StartWrite(&message_);
+  }
+
+  // The bytes [at, at + n) of the buffer as a slice that gRPC sends as is.
+  // A host buffer's memory is sent in place, the slice keeping the buffer
+  // alive until gRPC lets go of it; other buffers are read into a new slice.
+  absl::StatusOr<grpc::Slice> ChunkAt(size_t at, size_t n) {
+    if (range_.buffer->type().is_host()) {
+      auto* keep = new std::shared_ptr<Buffer>(range_.buffer);
+      return grpc::Slice(
+          static_cast<uint8_t*>((*keep)->base()) + at, n,
+          [](void* p) { delete static_cast<std::shared_ptr<Buffer>*>(p); },
+          keep);
+    }
+    grpc::Slice data(n);
+    TESSERA_RETURN_IF_ERROR(
+        range_.buffer->Read(at, const_cast<uint8_t*>(data.begin()), n));
+    return data;
+  }
+
+  const TensorStreamContext& context_;
+  const InFlight::Hold hold_;
+  BufferRange range_;
+  size_t sent_ = 0;
+  grpc::ByteBuffer message_;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* NewWriteTensorReactor(
+    const TensorStreamContext& context, grpc::ByteBuffer* response) {
+  return new WriteTensorReactor(context, response);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* NewReadTensorReactor(
+    const TensorStreamContext& context, const grpc::ByteBuffer* request) {
+  return new ReadTensorReactor(context, request);
+}
+
+}  // namespace tessera::server

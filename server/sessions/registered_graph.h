@@ -1,0 +1,124 @@
+#ifndef TESSERA_SERVER_SESSIONS_REGISTERED_GRAPH_H_
+#define TESSERA_SERVER_SESSIONS_REGISTERED_GRAPH_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "backend/device.h"
+#include "backend/event.h"
+#include "backend/stream.h"
+#include "proto/tessera.pb.h"
+#include "sched/scheduler.h"
+#include "server/operations/config.h"
+#include "server/decoding/graph_decoder.h"
+
+namespace tessera::server {
+
+// A graph placed and allocated once (RegisterGraph) and executed many times
+// with new inputs (Execute). It owns a stream per device and a Scheduler
+// with n_copies in-flight slots, so consecutive executions pipeline over
+// the devices. Its compute memory is held until it is destroyed.
+//
+// Readable outputs: tensors flagged output on the wire or never consumed by
+// another node (the graph's results), inputs, leafs with data, and views of
+// these; their memory is never reused within the graph.
+//
+// Thread-safe: Submit calls are serialized.
+class RegisteredGraph {
+ public:
+  // One submitted execution whose outputs are being read.
+  class Execution {
+   public:
+    ~Execution();
+    // Blocks until the outputs are in the response; returns the first error
+    // of the execution. The graph that made it must still exist.
+    absl::Status Wait();
+
+   private:
+    friend class RegisteredGraph;
+    explicit Execution(std::atomic<bool>& graph_failed)
+        : graph_failed_(graph_failed) {}
+    // Set when the execution fails, so that the graph rebuilds its streams.
+    std::atomic<bool>& graph_failed_;
+    std::vector<std::unique_ptr<Event>> events_;
+    bool waited_ = false;
+  };
+
+  // Places and allocates `graph` over `devices` (CPU last) with `n_copies`
+  // executions in flight (1 to kMaxCopies). Input tensors start zeroed.
+  // Errors: INVALID_ARGUMENT for n_copies out of range; the scheduler's
+  // (RESOURCE_EXHAUSTED when compute memory runs out, INVALID_ARGUMENT for
+  // a node no device supports); a device's error creating a stream.
+  static absl::StatusOr<std::unique_ptr<RegisteredGraph>> Create(
+      std::unique_ptr<DecodedGraph> graph, const std::vector<Device*>& devices,
+      int n_copies, const Limits& limits);
+
+  // Waits for the work in flight.
+  ~RegisteredGraph();
+  RegisteredGraph(const RegisteredGraph&) = delete;
+  RegisteredGraph& operator=(const RegisteredGraph&) = delete;
+
+  int n_splits() const { return n_splits_; }
+  // Compute memory by device name.
+  const std::vector<std::pair<std::string, size_t>>& compute_buffer_bytes()
+      const {
+    return compute_bytes_;
+  }
+  // Bytes of device memory the graph holds.
+  size_t memory_bytes() const { return memory_bytes_; }
+
+  // Binds `request.inputs`, queues the computation and the reads of
+  // `request.outputs` into `response` (which must stay in place until the
+  // execution is waited for) and returns without waiting for them. After
+  // a failed execution the streams and the scheduler are rebuilt before the
+  // next one.
+  // Errors: as CheckInputs and CheckOutputs (nothing queued); a
+  // scheduling error.
+  absl::StatusOr<std::unique_ptr<Execution>> Submit(
+      const v1::ExecuteRequest& request, const BufferResolver& resolve,
+      v1::ExecuteResponse& response);
+
+ private:
+  RegisteredGraph(std::unique_ptr<DecodedGraph> graph,
+                  std::vector<Device*> devices, int n_copies,
+                  const Limits& limits);
+  // Makes the streams and the scheduler, allocates the graph, zeroes the
+  // inputs.
+  absl::Status Build() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Readable(const Tensor& t) const;
+  absl::StatusOr<std::unique_ptr<Execution>> SubmitLocked(
+      const v1::ExecuteRequest& request, const BufferResolver& resolve,
+      v1::ExecuteResponse& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const std::unique_ptr<DecodedGraph> graph_;
+  const std::vector<Device*> devices_;
+  const int n_copies_;
+  const Limits limits_;
+  int n_splits_ = 0;
+  std::vector<std::pair<std::string, size_t>> compute_bytes_;
+  size_t memory_bytes_ = 0;
+
+  absl::Mutex mu_;
+  // Destroyed scheduler first, then streams.
+  std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Scheduler> sched_ ABSL_GUARDED_BY(mu_);
+  // Whether every device has async streams and events; otherwise each
+  // execution completes before Submit returns.
+  bool use_events_ = true;
+  // Set by a failed execution; the next Submit rebuilds.
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace tessera::server
+
+#endif  // TESSERA_SERVER_SESSIONS_REGISTERED_GRAPH_H_

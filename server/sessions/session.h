@@ -1,0 +1,120 @@
+#ifndef TESSERA_SERVER_SESSIONS_SESSION_H_
+#define TESSERA_SERVER_SESSIONS_SESSION_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "backend/buffer.h"
+#include "backend/device.h"
+#include "backend/stream.h"
+
+namespace tessera::server {
+
+class RegisteredGraph;
+
+// What one client owns on the daemon: buffers and registered graphs by
+// handle, and the streams its one-shot computes run on. Handles come from a
+// counter shared by every session, so a handle is never valid in two
+// sessions; looking up a handle this session does not hold (another
+// session's, a freed one, 0) is NOT_FOUND.
+//
+// Objects are shared_ptrs: Close and Free drop the session's references at
+// once and the memory returns when the last in-flight request using it ends.
+// Thread-safe.
+class Session {
+ public:
+  Session(std::string id, std::string client_name,
+          std::atomic<uint64_t>& next_handle);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::string& id() const { return id_; }
+  const std::string& client_name() const { return client_name_; }
+
+  // Takes ownership of `buffer` and returns its handle (never 0).
+  // Errors: NOT_FOUND once the session is closed.
+  absl::StatusOr<uint64_t> AddBuffer(std::unique_ptr<Buffer> buffer);
+  // Errors: NOT_FOUND for a handle this session does not hold.
+  absl::StatusOr<std::shared_ptr<Buffer>> FindBuffer(uint64_t handle) const;
+  absl::Status FreeBuffer(uint64_t handle);
+
+  // Errors: as the buffer calls.
+  absl::StatusOr<uint64_t> AddGraph(std::shared_ptr<RegisteredGraph> graph);
+  absl::StatusOr<std::shared_ptr<RegisteredGraph>> FindGraph(
+      uint64_t handle) const;
+  absl::Status ReleaseGraph(uint64_t handle);
+
+  // The stream of `device` that one-shot computes of this session run on,
+  // created on first use. Callers hold compute_mutex() while they queue work
+  // on it (a stream takes work from one thread at a time).
+  absl::Mutex& compute_mutex() { return compute_mu_; }
+  absl::StatusOr<Stream*> ComputeStream(Device& device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(compute_mu_);
+  // Drops the one-shot streams (after a failure left them a sticky error).
+  void ResetComputeStreams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(compute_mu_) {
+    streams_.clear();
+  }
+
+  // Bytes of device memory the session holds: its buffers and the compute
+  // memory of its registered graphs.
+  size_t memory_held() const;
+  size_t num_buffers() const;
+  size_t num_graphs() const;
+
+  // Records activity now (idle expiry counts from the last one).
+  void Touch();
+  absl::Time last_used() const;
+
+  // Drops every buffer, graph and stream; later Add* calls and lookups are
+  // NOT_FOUND. Calls the close listener, if any, once. Idempotent.
+  void Close();
+  bool closed() const;
+
+  // `listener` is called once when the session closes (at once if it
+  // already has). Setting another (or an empty function) replaces it and
+  // waits for a call in progress to return.
+  void SetCloseListener(std::function<void()> listener);
+
+ private:
+  absl::Status NotFound(absl::string_view what, uint64_t handle) const;
+
+  // Constant after construction.
+  const std::string id_;
+  const std::string client_name_;
+  std::atomic<uint64_t>& next_handle_;
+
+  // State below is protected by mu_.
+  mutable absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Buffer>> buffers_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<RegisteredGraph>> graphs_
+      ABSL_GUARDED_BY(mu_);
+  absl::Time last_used_ ABSL_GUARDED_BY(mu_);
+
+  // Streams by device, protected by compute_mu_.
+  absl::Mutex compute_mu_;
+  absl::flat_hash_map<Device*, std::unique_ptr<Stream>> streams_
+      ABSL_GUARDED_BY(compute_mu_);
+
+  // Protected by listener_mu_ (held while the listener runs).
+  absl::Mutex listener_mu_;
+  std::function<void()> close_listener_ ABSL_GUARDED_BY(listener_mu_);
+  bool listener_called_ ABSL_GUARDED_BY(listener_mu_) = false;
+};
+
+}  // namespace tessera::server
+
+#endif  // TESSERA_SERVER_SESSIONS_SESSION_H_

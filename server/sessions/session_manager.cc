@@ -1,0 +1,174 @@
+#include "server/sessions/session_manager.h"
+
+#include <algorithm>
+#include <iterator>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::server {
+namespace {
+
+std::string RandomId() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) absl::StrAppendFormat(&id, "%08x", random());
+  return id;
+}
+
+absl::Status NoSession(absl::string_view id) {
+  return absl::NotFoundError(
+      absl::StrCat("[SessionManager] no open session \"", id, "\""));
+}
+
+}  // namespace
+
+SessionManager::SessionManager(absl::Duration idle_timeout,
+                               size_t max_sessions)
+    : idle_timeout_(idle_timeout), max_sessions_(max_sessions) {
+  if (idle_timeout_ > absl::ZeroDuration()) {
+    timer_ = std::thread([this] { TimerLoop(); });
+  }
+}
+
+SessionManager::~SessionManager() {
+  absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    sessions.swap(sessions_);
+  }
+  if (timer_.joinable()) timer_.join();
+  for (auto& [id, session] : sessions) session->Close();
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(
+    std::string client_name) {
+  std::string id = RandomId();
+  auto session =
+      std::make_shared<Session>(id, std::move(client_name), next_handle_);
+  absl::MutexLock lock(&mu_);
+  switch (admission_) {
+    case Admission::kStarting:
+      return absl::UnavailableError(
+          "[Hello] the daemon is still opening its devices; try again");
+    case Admission::kDraining:
+      return absl::UnavailableError(
+          "[Hello] the daemon is draining and takes no new sessions");
+    case Admission::kOpen:
+      break;
+  }
+  if (sessions_.size() >= max_sessions_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("[Hello] ", sessions_.size(),
+                     " sessions are open, the limit (--max_sessions) is ",
+                     max_sessions_));
+  }
+  sessions_.emplace(std::move(id), session);
+  return session;
+}
+
+void SessionManager::SetAdmission(Admission admission) {
+  absl::MutexLock lock(&mu_);
+  admission_ = admission;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Find(
+    absl::string_view id) {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return NoSession(id);
+    session = it->second;
+  }
+  session->Touch();
+  return session;
+}
+
+std::shared_ptr<Session> SessionManager::Remove(absl::string_view id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return nullptr;
+  std::shared_ptr<Session> session = std::move(it->second);
+  sessions_.erase(it);
+  attached_.erase(id);
+  return session;
+}
+
+absl::Status SessionManager::Close(absl::string_view id) {
+  std::shared_ptr<Session> session = Remove(id);
+  if (session == nullptr) return NoSession(id);
+  spdlog::info("session {} closed by the client", session->id());
+  session->Close();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Attach(
+    absl::string_view id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return NoSession(id);
+  if (!attached_.insert(std::string(id)).second) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "[SessionManager] session \"", id, "\" already has an Attach stream"));
+  }
+  it->second->Touch();
+  return it->second;
+}
+
+void SessionManager::Detach(absl::string_view id) {
+  std::shared_ptr<Session> session = Remove(id);
+  if (session == nullptr) return;
+  spdlog::info("session {} closed: its Attach stream ended", session->id());
+  session->Close();
+}
+
+size_t SessionManager::ExpireIdle(absl::Time now) {
+  if (idle_timeout_ <= absl::ZeroDuration()) return 0;
+  std::vector<std::shared_ptr<Session>> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      auto next = std::next(it);
+      if (!attached_.contains(it->first) &&
+          now - it->second->last_used() > idle_timeout_) {
+        expired.push_back(std::move(it->second));
+        sessions_.erase(it);
+      }
+      it = next;
+    }
+  }
+  for (const std::shared_ptr<Session>& session : expired) {
+    spdlog::info("session {} closed: idle for more than {}", session->id(),
+                 absl::FormatDuration(idle_timeout_));
+    session->Close();
+  }
+  return expired.size();
+}
+
+size_t SessionManager::size() const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.size();
+}
+
+// Checks four times per timeout, at most every second, at least every 5 ms.
+void SessionManager::TimerLoop() {
+  const absl::Duration period = std::clamp(
+      idle_timeout_ / 4, absl::Milliseconds(5), absl::Seconds(1));
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
+    if (stopping_) break;
+    mu_.Unlock();
+    ExpireIdle(absl::Now());
+    mu_.Lock();
+  }
+}
+
+}  // namespace tessera::server
