@@ -10,6 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "graph/graph.h"
+#include "graph/node_checks.h"
 #include "graph/reference_internal.h"
 #include "graph/tensor.h"
 #include "graph/type.h"
@@ -127,70 +130,6 @@ std::string Where(const Tensor& node) {
   return absl::StrCat("[Reference ", std::string(OpName(node.op)), "] ");
 }
 
-absl::Status CheckOperand(const Tensor& node, const Tensor* t,
-                          const char* role) {
-  if (t == nullptr) return Invalid(node, "missing operand ", role);
-  if (!IsValidType(static_cast<int32_t>(t->type))) {
-    return Invalid(node, role, " has invalid type ",
-                   static_cast<int32_t>(t->type));
-  }
-  for (int i = 0; i < kMaxDims; ++i) {
-    if (t->ne[i] < 0) {
-      return Invalid(node, role, " has negative dimension ", i, ": ", t->ne[i]);
-    }
-  }
-  const TypeTraits& traits = Traits(t->type);
-  if (t->ne[0] % traits.block_size != 0) {
-    return Invalid(node, role, " ", Describe(*t), " has ne[0] not a multiple ",
-                   "of the block size ", traits.block_size);
-  }
-  if (traits.is_quantized && t->nb[0] != traits.type_size) {
-    return Invalid(node, role, " ", Describe(*t),
-                   " has non-contiguous quantized blocks (nb[0] = ", t->nb[0],
-                   ")");
-  }
-  if (t->data == nullptr && !t->IsEmpty()) {
-    return Invalid(node, role, " ", Describe(*t), " has no data");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckType(const Tensor& node, const Tensor& t, const char* role,
-                       Type type) {
-  if (t.type == type) return absl::OkStatus();
-  return Invalid(node, role, " ", Describe(t), " must be ",
-                 std::string(TypeName(type)));
-}
-
-absl::Status CheckFloatType(const Tensor& node, const Tensor& t,
-                            const char* role) {
-  if (IsFloatType(t.type)) return absl::OkStatus();
-  return Invalid(node, role, " ", Describe(t), " must be f32, f16 or bf16");
-}
-
-absl::Status CheckShape(const Tensor& node, const Tensor& t, const char* role,
-                        const int64_t ne[kMaxDims]) {
-  for (int i = 0; i < kMaxDims; ++i) {
-    if (t.ne[i] != ne[i]) {
-      return Invalid(node, role, " ", Describe(t), " must have shape [", ne[0],
-                     ", ", ne[1], ", ", ne[2], ", ", ne[3], "]");
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckBroadcast(const Tensor& node, const Tensor& b,
-                            const char* b_role, const Tensor& a,
-                            const char* a_role) {
-  for (int i = 0; i < kMaxDims; ++i) {
-    if (b.ne[i] <= 0 || a.ne[i] % b.ne[i] != 0) {
-      return Invalid(node, b_role, " ", Describe(b), " does not broadcast to ",
-                     a_role, " ", Describe(a));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace reference_internal
 
 absl::Status ReferenceCompute(Tensor& node, int ith, int nth) {
@@ -198,13 +137,9 @@ absl::Status ReferenceCompute(Tensor& node, int ith, int nth) {
   if (nth < 1 || ith < 0 || ith >= nth) {
     return Invalid(node, "part ", ith, " of ", nth, " does not exist");
   }
+  TESSERA_RETURN_IF_ERROR(CheckNode(node, Where(node)));
+  if (IsViewOp(node.op)) return absl::OkStatus();  // no work
   switch (node.op) {
-    case Op::kNone:
-    case Op::kView:
-    case Op::kReshape:
-    case Op::kPermute:
-    case Op::kTranspose:
-      return absl::OkStatus();
     case Op::kDup:
     case Op::kCpy:
     case Op::kCont:
@@ -246,6 +181,8 @@ absl::Status ReferenceCompute(Tensor& node, int ith, int nth) {
       return ComputeArgsort(node, ith, nth);
     case Op::kFlashAttnExt:
       return ComputeFlashAttnExt(node, ith, nth);
+    default:  // CheckNode has passed only the ops above.
+      break;
   }
   return Invalid(node, "unknown op");
 }

@@ -21,36 +21,11 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// Checks an optional attention mask (F32 or F16, [n0, >= n1, m2, m3] with
-// n2 % m2 == 0 and n3 % m3 == 0).
-absl::Status CheckMask(const Tensor& node, const Tensor& mask, int64_t n0,
-                       int64_t n1, int64_t n2, int64_t n3) {
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &mask, "mask"));
-  if (mask.type != Type::kF32 && mask.type != Type::kF16) {
-    return Invalid(node, "mask ", Describe(mask), " must be f32 or f16");
-  }
-  if (mask.ne[0] != n0 || mask.ne[1] < n1 || mask.ne[2] <= 0 ||
-      mask.ne[3] <= 0 || n2 % mask.ne[2] != 0 || n3 % mask.ne[3] != 0) {
-    return Invalid(node, "mask ", Describe(mask), " does not fit [", n0,
-                   ", >= ", n1, ", ", n2, ", ", n3, "]");
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status ComputeSoftMax(Tensor& node, int ith, int nth) {
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "a"));
   const Tensor& a = *node.src[0];
   const Tensor* mask = node.src[1];
-  TESSERA_RETURN_IF_ERROR(CheckType(node, a, "a", Type::kF32));
-  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", Type::kF32));
-  TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", a.ne));
-  if (mask != nullptr) {
-    TESSERA_RETURN_IF_ERROR(
-        CheckMask(node, *mask, a.ne[0], a.ne[1], a.ne[2], a.ne[3]));
-  }
   if (node.IsEmpty()) return absl::OkStatus();
 
   const float scale = node.param<float>(0);
@@ -86,28 +61,10 @@ absl::Status ComputeSoftMax(Tensor& node, int ith, int nth) {
 }
 
 absl::Status ComputeRope(Tensor& node, int ith, int nth) {
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "a"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[1], "pos"));
   const Tensor& a = *node.src[0];
   const Tensor& pos = *node.src[1];
-  if (a.type != Type::kF32 && a.type != Type::kF16) {
-    return Invalid(node, "a ", Describe(a), " must be f32 or f16");
-  }
-  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", a.type));
-  TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", a.ne));
-  TESSERA_RETURN_IF_ERROR(CheckType(node, pos, "pos", Type::kI32));
-  const int64_t pos_ne[kMaxDims] = {a.ne[2], 1, 1, 1};
-  TESSERA_RETURN_IF_ERROR(CheckShape(node, pos, "pos", pos_ne));
   const int32_t n_dims = node.op_params[1];
   const int32_t mode = node.op_params[2];
-  if (n_dims < 0 || n_dims % 2 != 0 || n_dims > a.ne[0]) {
-    return Invalid(node, "n_dims ", n_dims, " must be even and in [0, ",
-                   a.ne[0], "]");
-  }
-  if (mode != kRopeNormal && mode != kRopeNeox) {
-    return Invalid(node, "unknown mode ", mode);
-  }
   if (node.IsEmpty()) return absl::OkStatus();
 
   // Normal mode rotates pairs (2i, 2i + 1), NeoX pairs (i, i + n_dims / 2);
@@ -140,35 +97,10 @@ absl::Status ComputeRope(Tensor& node, int ith, int nth) {
 }
 
 absl::Status ComputeFlashAttnExt(Tensor& node, int ith, int nth) {
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "q"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[1], "k"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[2], "v"));
   const Tensor& q = *node.src[0];
   const Tensor& k = *node.src[1];
   const Tensor& v = *node.src[2];
   const Tensor* mask = node.src[3];
-  TESSERA_RETURN_IF_ERROR(CheckType(node, q, "q", Type::kF32));
-  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", Type::kF32));
-  if (k.type != Type::kF32 && k.type != Type::kF16) {
-    return Invalid(node, "k ", Describe(k), " must be f32 or f16");
-  }
-  if (v.type != Type::kF32 && v.type != Type::kF16) {
-    return Invalid(node, "v ", Describe(v), " must be f32 or f16");
-  }
-  if (k.ne[0] != q.ne[0] || k.ne[2] <= 0 || k.ne[3] <= 0 ||
-      q.ne[2] % k.ne[2] != 0 || q.ne[3] % k.ne[3] != 0) {
-    return Invalid(node, "k ", Describe(k), " does not fit q ", Describe(q));
-  }
-  if (v.ne[1] != k.ne[1] || v.ne[2] != k.ne[2] || v.ne[3] != k.ne[3]) {
-    return Invalid(node, "v ", Describe(v), " does not fit k ", Describe(k));
-  }
-  const int64_t ne[kMaxDims] = {v.ne[0], q.ne[2], q.ne[1], q.ne[3]};
-  TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", ne));
-  if (mask != nullptr) {
-    TESSERA_RETURN_IF_ERROR(
-        CheckMask(node, *mask, k.ne[1], q.ne[1], q.ne[2], q.ne[3]));
-  }
   if (node.IsEmpty()) return absl::OkStatus();
 
   const float scale = node.param<float>(0);

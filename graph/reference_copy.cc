@@ -80,22 +80,7 @@ int32_t LoadI32(const void* p) {
 }  // namespace
 
 absl::Status ComputeCopy(Tensor& node, int ith, int nth) {
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "src"));
   const Tensor& src = *node.src[0];
-  if (node.op != Op::kCpy && src.type != node.type) {
-    return Invalid(node, "dst ", Describe(node), " must have the type of src ",
-                   Describe(src));
-  }
-  if (Traits(src.type).is_quantized && src.type != node.type &&
-      node.type != Type::kF32) {
-    return Invalid(node, "quantized src ", Describe(src),
-                   " converts only to f32, not to ", Describe(node));
-  }
-  if (src.NumElements() != node.NumElements()) {
-    return Invalid(node, "src ", Describe(src), " and dst ", Describe(node),
-                   " differ in element count");
-  }
   if (node.IsEmpty()) return absl::OkStatus();
 
   const Range rows = PartRange(node.NumRows(), ith, nth);
@@ -108,20 +93,8 @@ absl::Status ComputeCopy(Tensor& node, int ith, int nth) {
 }
 
 absl::Status ComputeGetRows(Tensor& node, int ith, int nth) {
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "a"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[1], "b"));
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  TESSERA_RETURN_IF_ERROR(CheckType(node, b, "b", Type::kI32));
-  const Type want = a.type == Type::kI32 ? Type::kI32 : Type::kF32;
-  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", want));
-  if (b.ne[3] != 1 || b.ne[1] != a.ne[2] || b.ne[2] != a.ne[3]) {
-    return Invalid(node, "b ", Describe(b), " must be [n, ", a.ne[2], ", ",
-                   a.ne[3], ", 1] for a ", Describe(a));
-  }
-  const int64_t ne[kMaxDims] = {a.ne[0], b.ne[0], b.ne[1], b.ne[2]};
-  TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", ne));
   if (node.IsEmpty()) return absl::OkStatus();
 
   const Range rows = PartRange(node.NumRows(), ith, nth);
@@ -148,26 +121,8 @@ absl::Status ComputeGetRows(Tensor& node, int ith, int nth) {
 }
 
 absl::Status ComputeSetRows(Tensor& node, int ith, int nth) {
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "b"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[1], "c"));
   const Tensor& b = *node.src[0];
   const Tensor& c = *node.src[1];
-  TESSERA_RETURN_IF_ERROR(CheckType(node, b, "b", Type::kF32));
-  TESSERA_RETURN_IF_ERROR(CheckType(node, c, "c", Type::kI32));
-  if (node.type == Type::kI32) {
-    return Invalid(node, "dst ", Describe(node),
-                   " must be f32, f16, bf16, q8_0 or q4_0");
-  }
-  if (node.ne[0] != b.ne[0] || node.ne[2] != b.ne[2] || node.ne[3] != b.ne[3]) {
-    return Invalid(node, "b ", Describe(b), " does not fit rows of dst ",
-                   Describe(node));
-  }
-  if (c.ne[0] != b.ne[1] || c.ne[3] != 1 || c.ne[1] <= 0 || c.ne[2] <= 0 ||
-      b.ne[2] % c.ne[1] != 0 || b.ne[3] % c.ne[2] != 0) {
-    return Invalid(node, "c ", Describe(c), " does not index the rows of b ",
-                   Describe(b));
-  }
   if (b.IsEmpty()) return absl::OkStatus();
 
   const Range rows = PartRange(b.NumRows(), ith, nth);
@@ -188,29 +143,9 @@ absl::Status ComputeSetRows(Tensor& node, int ith, int nth) {
 }
 
 absl::Status ComputeConcat(Tensor& node, int ith, int nth) {
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, &node, "dst"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[0], "a"));
-  TESSERA_RETURN_IF_ERROR(CheckOperand(node, node.src[1], "b"));
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  if (Traits(a.type).is_quantized) {
-    return Invalid(node, "a ", Describe(a), " must not be quantized");
-  }
-  TESSERA_RETURN_IF_ERROR(CheckType(node, b, "b", a.type));
-  TESSERA_RETURN_IF_ERROR(CheckType(node, node, "dst", a.type));
   const int32_t dim = node.op_params[0];
-  if (dim < 0 || dim >= kMaxDims) {
-    return Invalid(node, "dim ", dim, " is not in [0, 4)");
-  }
-  int64_t ne[kMaxDims];
-  for (int i = 0; i < kMaxDims; ++i) {
-    if (i != dim && a.ne[i] != b.ne[i]) {
-      return Invalid(node, "a ", Describe(a), " and b ", Describe(b),
-                     " differ in dimension ", i);
-    }
-    ne[i] = i == dim ? a.ne[i] + b.ne[i] : a.ne[i];
-  }
-  TESSERA_RETURN_IF_ERROR(CheckShape(node, node, "dst", ne));
   if (node.IsEmpty()) return absl::OkStatus();
 
   const size_t size = Traits(a.type).type_size;

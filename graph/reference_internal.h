@@ -3,8 +3,9 @@
 
 // Shared helpers of the reference kernels (graph/reference*.cc); not a
 // public interface. Every kernel declared here has the contract of
-// ReferenceCompute() for its ops: it checks the type combination and shapes,
-// returns OK at once for an empty node, and computes part `ith` of `nth`.
+// ReferenceCompute() for its ops on a node that passed CheckNode()
+// (graph/node_checks.h): it returns OK at once for an empty node, checks
+// what depends on the data (row indices), and computes part `ith` of `nth`.
 
 #include <cstdint>
 #include <string>
@@ -12,7 +13,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "graph/tensor.h"
 
 namespace tessera::reference_internal {
@@ -66,26 +66,6 @@ template <typename... Args>
 absl::Status Invalid(const Tensor& node, const Args&... args) {
   return absl::InvalidArgumentError(absl::StrCat(Where(node), args...));
 }
-
-// Checks that `t` is usable as operand `role` of `node`: non-null, a valid
-// type, non-negative dims, ne[0] a multiple of the block size, quantized
-// blocks contiguous within a row (nb[0] is the block size), and data
-// present unless the tensor is empty.
-absl::Status CheckOperand(const Tensor& node, const Tensor* t,
-                          const char* role);
-// Checks that `t` has type `type`.
-absl::Status CheckType(const Tensor& node, const Tensor& t, const char* role,
-                       Type type);
-// Checks that `t` has a float type (F32, F16, BF16).
-absl::Status CheckFloatType(const Tensor& node, const Tensor& t,
-                            const char* role);
-// Checks that `t` has exactly shape `ne`.
-absl::Status CheckShape(const Tensor& node, const Tensor& t, const char* role,
-                        const int64_t ne[kMaxDims]);
-// Checks that every dimension of `b` is positive and divides `a`'s.
-absl::Status CheckBroadcast(const Tensor& node, const Tensor& b,
-                            const char* b_role, const Tensor& a,
-                            const char* a_role);
 
 // Op families, one file each.
 // reference_copy.cc: DUP, CPY, CONT, GET_ROWS, SET_ROWS, CONCAT.

@@ -43,9 +43,9 @@ cuda_kernels::KTensor ToKTensor(const Tensor& t);
 bool CudaSupportsNode(const Tensor& node);
 
 // Checks what the kernels rely on to stay inside every tensor's memory:
-// operands present with data, valid types and non-negative dims, quantized
-// blocks contiguous, and the shape relations of the reference kernels.
-// Errors: INVALID_ARGUMENT naming the node and the problem.
+// CudaSupportsNode, CheckNode (graph/node_checks.h: operands present with
+// data, types, shapes), and every operand's data and strides aligned to its
+// element loads. Errors: INVALID_ARGUMENT, "[CUDA <OP>] <node>: <problem>".
 absl::Status CudaCheckNode(const Tensor& node);
 
 // Scratch bytes the node needs (MUL_MAT's converted operands), 0 for most.
