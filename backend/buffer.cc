@@ -1,6 +1,7 @@
 #include "backend/buffer.h"
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -21,21 +22,6 @@ absl::Status CheckRange(std::string_view where, size_t offset, size_t size,
         where, size, offset, limit, what));
   }
   return absl::OkStatus();
-}
-
-// Whether Tensor::NumBytes() of `t` (a valid type) would overflow size_t,
-// possible only for corrupt shapes or strides: bounds it by sum(ne * nb).
-bool NumBytesOverflows(const Tensor& t) {
-  size_t total = Traits(t.type).type_size;
-  for (int i = 0; i < kMaxDims; ++i) {
-    if (t.ne[i] <= 0) return false;  // empty: 0 bytes
-    size_t span;
-    if (__builtin_mul_overflow(static_cast<size_t>(t.ne[i]), t.nb[i], &span) ||
-        __builtin_add_overflow(total, span, &total)) {
-      return true;
-    }
-  }
-  return false;
 }
 
 absl::Status CheckPointer(std::string_view where, const void* data,
@@ -99,18 +85,18 @@ absl::StatusOr<size_t> Buffer::OffsetOf(const Tensor& t) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "[Buffer::OffsetOf] tensor %s has no data", Describe(t)));
   }
-  if (NumBytesOverflows(t)) {
+  const std::optional<size_t> bytes = CheckedNumBytes(t);
+  if (!bytes.has_value()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "[Buffer::OffsetOf] the size of tensor %s overflows", Describe(t)));
   }
   const uintptr_t begin = reinterpret_cast<uintptr_t>(base());
   const uintptr_t data = reinterpret_cast<uintptr_t>(t.data);
-  const size_t bytes = t.NumBytes();
-  if (data < begin || !RangeInside(data - begin, bytes, size_)) {
+  if (data < begin || !RangeInside(data - begin, *bytes, size_)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "[Buffer::OffsetOf] tensor %s (%u bytes) does not lie inside its "
         "buffer of %u bytes",
-        Describe(t), bytes, size_));
+        Describe(t), *bytes, size_));
   }
   return static_cast<size_t>(data - begin);
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -75,40 +76,6 @@ absl::Status CheckType(std::string_view op, std::string_view name,
   if (t.type == want) return absl::OkStatus();
   return Error(op, Str(name), " must be ", TypeStr(want), ", got ",
                TypeStr(t.type));
-}
-
-// ggml_nbytes with overflow detection; nullopt-like false on overflow.
-bool SpanBytes(const Tensor& t, size_t* bytes) {
-  for (int i = 0; i < kMaxDims; ++i) {
-    if (t.ne[i] <= 0) {
-      *bytes = 0;
-      return true;
-    }
-  }
-  const TypeTraits& traits = Traits(t.type);
-  size_t total;
-  int first;
-  if (traits.block_size == 1) {
-    total = traits.type_size;
-    first = 0;
-  } else {
-    total = static_cast<size_t>(t.ne[0] / traits.block_size) * t.nb[0];
-    if (t.nb[0] != 0 &&
-        total / t.nb[0] != static_cast<size_t>(t.ne[0] / traits.block_size)) {
-      return false;
-    }
-    first = 1;
-  }
-  for (int i = first; i < kMaxDims; ++i) {
-    size_t step;
-    if (__builtin_mul_overflow(static_cast<size_t>(t.ne[i] - 1), t.nb[i],
-                               &step) ||
-        __builtin_add_overflow(total, step, &total)) {
-      return false;
-    }
-  }
-  *bytes = total;
-  return true;
 }
 
 // A new contiguous result of `type` and shape `ne` (overflow is reported
@@ -480,9 +447,9 @@ absl::StatusOr<Tensor*> View(Context& ctx, Tensor* a,
       return Error(kOp, "strides overflow");
     }
   }
-  size_t bytes;
+  const std::optional<size_t> bytes = CheckedNumBytes(v);
   const size_t a_bytes = a->NumBytes();
-  if (!SpanBytes(v, &bytes) || offset > a_bytes || bytes > a_bytes - offset) {
+  if (!bytes.has_value() || offset > a_bytes || *bytes > a_bytes - offset) {
     return Error(kOp, "view ", Shape(v), " at offset ", offset,
                  " does not lie inside a ", Describe(*a), " of ", a_bytes,
                  " bytes");
@@ -865,10 +832,10 @@ absl::Status ValidateNode(const Tensor& node) {
       return fail("view source ", Describe(*node.view_src),
                   " is itself a view");
     }
-    size_t bytes;
+    const std::optional<size_t> bytes = CheckedNumBytes(node);
     const size_t src_bytes = node.view_src->NumBytes();
-    if (!SpanBytes(node, &bytes) || node.view_offs > src_bytes ||
-        bytes > src_bytes - node.view_offs) {
+    if (!bytes.has_value() || node.view_offs > src_bytes ||
+        *bytes > src_bytes - node.view_offs) {
       return fail("view at offset ", node.view_offs,
                   " does not lie inside its source ", Describe(*node.view_src));
     }
