@@ -56,14 +56,13 @@ CudaBufferType::CudaBufferType(CudaDevice& device, size_t memory_total)
 
 absl::StatusOr<std::unique_ptr<Buffer>> CudaBufferType::Alloc(size_t size) {
   TESSERA_RETURN_IF_ERROR(device_.health());
-  TESSERA_ASSIGN_OR_RETURN(void* data, device_.pool().Allocate(size));
-  return std::make_unique<CudaBuffer>(*this, size, data);
+  TESSERA_ASSIGN_OR_RETURN(PoolMemory<> data,
+                           AllocatePool(device_.pool(), size));
+  return std::make_unique<CudaBuffer>(*this, size, std::move(data));
 }
 
-CudaBuffer::CudaBuffer(CudaBufferType& type, size_t size, void* data)
-    : Buffer(type, size), cuda_type_(type), data_(data) {}
-
-CudaBuffer::~CudaBuffer() { cuda_device().pool().Free(data_); }
+CudaBuffer::CudaBuffer(CudaBufferType& type, size_t size, PoolMemory<> data)
+    : Buffer(type, size), cuda_type_(type), data_(std::move(data)) {}
 
 // cudaMemcpy from pageable memory may return before the data reaches the
 // device (it returns once the data is staged), so writes wait for the
@@ -74,8 +73,8 @@ absl::Status CudaBuffer::DoWrite(size_t offset, const void* data,
   constexpr std::string_view kWhere = "CudaBuffer::Write";
   TESSERA_RETURN_IF_ERROR(device.Activate(kWhere));
   TESSERA_RETURN_IF_ERROR(
-      device.Check(cudaMemcpy(static_cast<char*>(data_) + offset, data, size,
-                              cudaMemcpyHostToDevice),
+      device.Check(cudaMemcpy(static_cast<char*>(data_.get()) + offset, data,
+                              size, cudaMemcpyHostToDevice),
                    "cudaMemcpy", kWhere));
   return device.Check(cudaStreamSynchronize(cudaStreamLegacy),
                       "cudaStreamSynchronize", kWhere);
@@ -84,7 +83,7 @@ absl::Status CudaBuffer::DoWrite(size_t offset, const void* data,
 absl::Status CudaBuffer::DoRead(size_t offset, void* data, size_t size) {
   CudaDevice& device = cuda_device();
   TESSERA_RETURN_IF_ERROR(device.Activate("CudaBuffer::Read"));
-  return device.Check(cudaMemcpy(data, static_cast<char*>(data_) + offset,
+  return device.Check(cudaMemcpy(data, static_cast<char*>(data_.get()) + offset,
                                  size, cudaMemcpyDeviceToHost),
                       "cudaMemcpy", "CudaBuffer::Read");
 }
@@ -97,8 +96,8 @@ absl::Status CudaBuffer::DoMemset(size_t offset, uint8_t value, size_t size) {
   constexpr std::string_view kWhere = "CudaBuffer::Memset";
   TESSERA_RETURN_IF_ERROR(device.Activate(kWhere));
   TESSERA_RETURN_IF_ERROR(
-      device.Check(cudaMemsetAsync(static_cast<char*>(data_) + offset, value,
-                                   size, cudaStreamLegacy),
+      device.Check(cudaMemsetAsync(static_cast<char*>(data_.get()) + offset,
+                                   value, size, cudaStreamLegacy),
                    "cudaMemsetAsync", kWhere));
   return device.Check(cudaStreamSynchronize(cudaStreamLegacy),
                       "cudaStreamSynchronize", kWhere);
@@ -121,7 +120,7 @@ absl::StatusOr<bool> CudaBuffer::CopyFrom(const Tensor& src, Tensor& dst) {
   TESSERA_RETURN_IF_ERROR(src_device->health());
   TESSERA_RETURN_IF_ERROR(device.Activate(kWhere));
   device.EnablePeerAccess(src_device->ordinal());
-  char* to = static_cast<char*>(data_) + dst_offset;
+  char* to = static_cast<char*>(data_.get()) + dst_offset;
   const char* from = static_cast<const char*>(src.buffer->base()) + src_offset;
   TESSERA_RETURN_IF_ERROR(device.Check(
       cudaMemcpyPeerAsync(to, device.ordinal(), from, src_device->ordinal(),

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "backend/buffer.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_handles.h"
 #include "backend/cuda/cuda_pool.h"
 
 namespace tessera {
@@ -51,10 +52,9 @@ class CudaBufferType final : public BufferType {
 // buffers of any GPU (peer to peer where possible).
 class CudaBuffer final : public Buffer {
  public:
-  CudaBuffer(CudaBufferType& type, size_t size, void* data);
-  ~CudaBuffer() override;
+  CudaBuffer(CudaBufferType& type, size_t size, PoolMemory<> data);
 
-  void* base() override { return data_; }
+  void* base() override { return data_.get(); }
   CudaDevice& cuda_device() { return cuda_type_.cuda_device(); }
 
   absl::StatusOr<bool> CopyFrom(const Tensor& src, Tensor& dst) override;
@@ -66,7 +66,7 @@ class CudaBuffer final : public Buffer {
 
  private:
   CudaBufferType& cuda_type_;
-  void* const data_;
+  const PoolMemory<> data_;
 };
 
 }  // namespace tessera

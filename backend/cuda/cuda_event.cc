@@ -1,68 +1,54 @@
 #include "backend/cuda/cuda_event.h"
 
 #include <cstring>
-#include <string>
+#include <string_view>
 #include <utility>
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_error.h"
 #include "base/status_macros.h"
-#include "spdlog/spdlog.h"
 
 namespace tessera {
 
 absl::StatusOr<std::unique_ptr<CudaEvent>> CudaEvent::Create(
     CudaDevice& device) {
   constexpr std::string_view kWhere = "CreateEvent";
+  using cuda_kernels::KernelError;
   TESSERA_RETURN_IF_ERROR(device.Activate(kWhere));
-  void* record = nullptr;
-  TESSERA_RETURN_IF_ERROR(device.Check(
-      cudaHostAlloc(&record, sizeof(cuda_kernels::KernelError),
-                    cudaHostAllocPortable | cudaHostAllocMapped),
-      "cudaHostAlloc", kWhere));
-  std::memset(record, 0, sizeof(cuda_kernels::KernelError));
+  TESSERA_ASSIGN_OR_RETURN(
+      PinnedHostMemory<KernelError> record,
+      AllocatePinnedHost<KernelError>(
+          device, sizeof(KernelError),
+          cudaHostAllocPortable | cudaHostAllocMapped, kWhere));
+  std::memset(record.get(), 0, sizeof(KernelError));
   cudaEvent_t event = nullptr;
-  if (absl::Status s =
-          device.Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-                       "cudaEventCreateWithFlags", kWhere);
-      !s.ok()) {
-    cudaFreeHost(record);
-    return s;
-  }
-  return std::unique_ptr<CudaEvent>(new CudaEvent(
-      device, event, static_cast<cuda_kernels::KernelError*>(record)));
+  TESSERA_RETURN_IF_ERROR(
+      device.Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                   "cudaEventCreateWithFlags", kWhere));
+  return std::unique_ptr<CudaEvent>(
+      new CudaEvent(device, CudaEventHandle(device, event), std::move(record)));
 }
 
-CudaEvent::CudaEvent(CudaDevice& device, cudaEvent_t event,
-                     cuda_kernels::KernelError* record)
-    : device_(device), event_(event), record_(record) {}
-
-CudaEvent::~CudaEvent() {
-  if (!device_.Activate("~CudaEvent").ok()) return;  // the context is gone
-  absl::Status s = device_.Check(cudaEventDestroy(event_), "cudaEventDestroy",
-                                 "~CudaEvent");
-  if (s.ok()) {
-    s = device_.Check(cudaFreeHost(record_), "cudaFreeHost", "~CudaEvent");
-  }
-  if (!s.ok()) spdlog::error("{}", std::string(s.message()));
-}
+CudaEvent::CudaEvent(CudaDevice& device, CudaEventHandle event,
+                     PinnedHostMemory<cuda_kernels::KernelError> record)
+    : device_(device), record_(std::move(record)), event_(std::move(event)) {}
 
 Device& CudaEvent::device() { return device_; }
 
 absl::Status CudaEvent::Synchronize() {
   TESSERA_RETURN_IF_ERROR(device_.health());
-  TESSERA_RETURN_IF_ERROR(device_.Check(cudaEventSynchronize(event_),
+  TESSERA_RETURN_IF_ERROR(device_.Check(cudaEventSynchronize(event_.get()),
                                         "cudaEventSynchronize",
                                         "Event::Synchronize"));
   {
     absl::MutexLock lock(&mu_);
     TESSERA_RETURN_IF_ERROR(recorded_status_);
   }
-  return KernelErrorStatus(*record_, device_.name());
+  return KernelErrorStatus(*record_.get(), device_.name());
 }
 
 bool CudaEvent::IsDone() {
-  const cudaError_t error = cudaEventQuery(event_);
+  const cudaError_t error = cudaEventQuery(event_.get());
   if (error == cudaErrorNotReady) {
     cudaGetLastError();
     return false;

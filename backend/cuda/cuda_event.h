@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "backend/cuda/cuda_handles.h"
 #include "backend/cuda/kernel_error.h"
 #include "backend/event.h"
 
@@ -28,7 +29,6 @@ class CudaEvent final : public Event {
   // Errors: FAILED_PRECONDITION when the device is unhealthy; the CUDA
   // errors of creating the event or its record.
   static absl::StatusOr<std::unique_ptr<CudaEvent>> Create(CudaDevice& device);
-  ~CudaEvent() override;
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;
 
@@ -36,23 +36,23 @@ class CudaEvent final : public Event {
   absl::Status Synchronize() override;
   bool IsDone() override;
 
-  cudaEvent_t handle() const { return event_; }
+  cudaEvent_t handle() const { return event_.get(); }
   CudaDevice& cuda_device() { return device_; }
   // The error record at the latest marker (written by the recording stream).
-  cuda_kernels::KernelError* record() { return record_; }
+  cuda_kernels::KernelError* record() { return record_.get(); }
   // Called by the recording stream with its sticky status at that point.
   void SetRecordedStatus(absl::Status status);
   // That status, for streams that wait for the event.
   absl::Status recorded_status();
 
  private:
-  CudaEvent(CudaDevice& device, cudaEvent_t event,
-            cuda_kernels::KernelError* record);
+  CudaEvent(CudaDevice& device, CudaEventHandle event,
+            PinnedHostMemory<cuda_kernels::KernelError> record);
 
   // Constant after construction.
   CudaDevice& device_;
-  const cudaEvent_t event_;
-  cuda_kernels::KernelError* const record_;
+  const PinnedHostMemory<cuda_kernels::KernelError> record_;
+  const CudaEventHandle event_;
 
   absl::Mutex mu_;
   absl::Status recorded_status_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_graph_cache.h"
 
 #include <cstring>
+#include <utility>
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_error.h"
@@ -45,15 +46,8 @@ std::string Signature(absl::Span<const Tensor* const> nodes,
 
 CudaGraphCache::CudaGraphCache(CudaDevice& device) : device_(device) {}
 
-CudaGraphCache::~CudaGraphCache() { Clear(); }
-
 void CudaGraphCache::Clear() {
-  if (exec_ != nullptr && device_.health().ok()) {
-    absl::Status s = device_.Check(cudaGraphExecDestroy(exec_),
-                                   "cudaGraphExecDestroy", "CudaGraphCache");
-    if (!s.ok()) spdlog::error("{}", std::string(s.message()));
-  }
-  exec_ = nullptr;
+  exec_.reset();
   signature_.clear();
   repeats_ = 0;
   capture_failed_ = false;
@@ -69,9 +63,9 @@ absl::Status CudaGraphCache::Run(cudaStream_t stream,
     signature_ = std::move(signature);
   }
   ++repeats_;
-  if (exec_ != nullptr) {
-    return device_.Check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch",
-                         "CudaGraphCache");
+  if (exec_) {
+    return device_.Check(cudaGraphLaunch(exec_.get(), stream),
+                         "cudaGraphLaunch", "CudaGraphCache");
   }
   if (capture_failed_ || repeats_ < kCaptureAfter) return enqueue();
   return Capture(stream, enqueue);
@@ -84,14 +78,15 @@ absl::Status CudaGraphCache::Capture(
       cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
       "cudaStreamBeginCapture", kWhere));
   const absl::Status queued = enqueue();
-  cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  cudaGraph_t raw_graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &raw_graph);
+  const CudaGraphHandle graph(device_, raw_graph);
   cudaGraphExec_t exec = nullptr;
   cudaError_t instantiated = cudaErrorStreamCaptureInvalidated;
   if (queued.ok() && ended == cudaSuccess) {
-    instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    instantiated = cudaGraphInstantiate(&exec, graph.get(), 0);
   }
-  if (graph != nullptr) cudaGraphDestroy(graph);
+  CudaGraphExecHandle owned_exec(device_, exec);
   // A launch error inside the capture is the caller's failure; nothing ran.
   if (!queued.ok()) {
     device_.Check(ended, "cudaStreamEndCapture", kWhere).IgnoreError();
@@ -108,8 +103,8 @@ absl::Status CudaGraphCache::Capture(
     capture_failed_ = true;
     return enqueue();
   }
-  exec_ = exec;
-  return device_.Check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch",
+  exec_ = std::move(owned_exec);
+  return device_.Check(cudaGraphLaunch(exec_.get(), stream), "cudaGraphLaunch",
                        kWhere);
 }
 

@@ -8,6 +8,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "backend/cuda/cuda_handles.h"
 #include "graph/tensor.h"
 
 namespace tessera {
@@ -37,7 +38,6 @@ class CudaGraphCache {
   static constexpr int kCaptureAfter = 3;
 
   explicit CudaGraphCache(CudaDevice& device);
-  ~CudaGraphCache();
   CudaGraphCache(const CudaGraphCache&) = delete;
   CudaGraphCache& operator=(const CudaGraphCache&) = delete;
 
@@ -49,7 +49,7 @@ class CudaGraphCache {
   void Clear();
 
   // Whether a captured graph is ready to replay (for tests and metrics).
-  bool has_graph() const { return exec_ != nullptr; }
+  bool has_graph() const { return static_cast<bool>(exec_); }
 
  private:
   absl::Status Capture(cudaStream_t stream,
@@ -59,7 +59,7 @@ class CudaGraphCache {
   std::string signature_;
   int repeats_ = 0;
   bool capture_failed_ = false;
-  cudaGraphExec_t exec_ = nullptr;
+  CudaGraphExecHandle exec_;
 };
 
 }  // namespace tessera

@@ -4,12 +4,12 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend/cuda/cuda_error.h"
 #include "base/status_macros.h"
-#include "spdlog/spdlog.h"
 
 namespace tessera {
 namespace {
@@ -36,28 +36,24 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaHostBufferType::Alloc(
         name_, size, max_size_));
   }
   TESSERA_RETURN_IF_ERROR(device_.Activate(name_));
-  void* data = nullptr;
-  const cudaError_t error =
-      cudaHostAlloc(&data, size == 0 ? kAlignment : size,
-                    cudaHostAllocPortable | cudaHostAllocMapped);
-  TESSERA_RETURN_IF_ERROR(device_.Check(error, "cudaHostAlloc", name_));
-  return std::make_unique<CudaHostBuffer>(
-      *this, size, data, CudaHostBuffer::Ownership::kAllocated);
+  TESSERA_ASSIGN_OR_RETURN(
+      PinnedHostMemory<> memory,
+      AllocatePinnedHost(device_, size == 0 ? kAlignment : size,
+                         cudaHostAllocPortable | cudaHostAllocMapped, name_));
+  return std::make_unique<CudaHostBuffer>(*this, size, std::move(memory));
 }
 
 CudaHostBuffer::CudaHostBuffer(CudaHostBufferType& type, size_t size,
-                               void* data, Ownership ownership)
-    : Buffer(type, size), host_type_(type), data_(data), ownership_(ownership) {}
+                               PinnedHostMemory<> memory)
+    : Buffer(type, size),
+      allocated_(std::move(memory)),
+      data_(allocated_.get()) {}
 
-CudaHostBuffer::~CudaHostBuffer() {
-  CudaDevice& device = host_type_.cuda_device();
-  if (!device.health().ok()) return;  // the context is gone
-  if (absl::Status s = device.Activate("CudaHostBuffer"); !s.ok()) return;
-  absl::Status s = ownership_ == Ownership::kAllocated
-                       ? TESSERA_CUDA_STATUS(cudaFreeHost(data_))
-                       : TESSERA_CUDA_STATUS(cudaHostUnregister(data_));
-  if (!s.ok()) spdlog::error("[{}] {}", host_type_.name(), std::string(s.message()));
-}
+CudaHostBuffer::CudaHostBuffer(CudaHostBufferType& type, size_t size,
+                               HostRegistration registration)
+    : Buffer(type, size),
+      registered_(std::move(registration)),
+      data_(registered_.get()) {}
 
 absl::Status CudaHostBuffer::DoWrite(size_t offset, const void* data,
                                      size_t size) {
@@ -94,8 +90,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> RegisterHostMemory(
     return absl::InvalidArgumentError(s.message());
   }
   TESSERA_RETURN_IF_ERROR(s);
-  return std::make_unique<CudaHostBuffer>(
-      type, size, ptr, CudaHostBuffer::Ownership::kRegistered);
+  return std::make_unique<CudaHostBuffer>(type, size,
+                                          HostRegistration(device, ptr));
 }
 
 }  // namespace tessera

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "backend/buffer.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_handles.h"
 
 namespace tessera {
 
@@ -46,11 +47,12 @@ class CudaHostBufferType final : public BufferType {
 // with cudaHostUnregister on destruction).
 class CudaHostBuffer final : public Buffer {
  public:
-  enum class Ownership { kAllocated, kRegistered };
-
-  CudaHostBuffer(CudaHostBufferType& type, size_t size, void* data,
-                 Ownership ownership);
-  ~CudaHostBuffer() override;
+  // Over `size` bytes of `memory`, allocated here.
+  CudaHostBuffer(CudaHostBufferType& type, size_t size,
+                 PinnedHostMemory<> memory);
+  // Over `size` bytes of someone else's memory at `registration.get()`.
+  CudaHostBuffer(CudaHostBufferType& type, size_t size,
+                 HostRegistration registration);
 
   void* base() override { return data_; }
 
@@ -60,9 +62,10 @@ class CudaHostBuffer final : public Buffer {
   absl::Status DoMemset(size_t offset, uint8_t value, size_t size) override;
 
  private:
-  CudaHostBufferType& host_type_;
+  // One of these owns the memory, the other owns nothing.
+  const PinnedHostMemory<> allocated_;
+  const HostRegistration registered_;
   void* const data_;
-  const Ownership ownership_;
 };
 
 // Registers `size` bytes at `ptr` with the driver and wraps them (see

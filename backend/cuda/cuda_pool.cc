@@ -33,9 +33,6 @@ CudaPool::~CudaPool() {
     spdlog::error("[{}] destroyed with {} ranges ({} bytes) still allocated",
                   name_, ranges_.size(), in_use_);
   }
-  for (const std::unique_ptr<Chunk>& chunk : chunks_) {
-    source_.FreeChunk(reinterpret_cast<void*>(chunk->base));
-  }
 }
 
 absl::StatusOr<void*> CudaPool::Allocate(size_t size) {
@@ -154,9 +151,9 @@ void* CudaPool::Take(Chunk& chunk, size_t offset, size_t size) {
 absl::StatusOr<CudaPool::Chunk*> CudaPool::AddChunk(size_t size) {
   absl::StatusOr<void*> memory = source_.AllocateChunk(size);
   if (!memory.ok()) return memory.status();
-  auto chunk = std::make_unique<Chunk>();
-  chunk->base = reinterpret_cast<uintptr_t>(*memory);
-  chunk->size = size;
+  auto chunk = std::make_unique<Chunk>(
+      Chunk{std::unique_ptr<void, ChunkFree>(*memory, ChunkFree(&source_)),
+            reinterpret_cast<uintptr_t>(*memory), size});
   chunk->free.emplace(0, size);
   reserved_ += size;
   chunks_.push_back(std::move(chunk));
@@ -168,8 +165,8 @@ void CudaPool::ReleaseFreeChunks(size_t keep) {
   size_t cached = 0;
   for (std::unique_ptr<Chunk>& chunk : chunks_) {
     if (chunk->in_use == 0 && (cached >= keep || chunk->size > chunk_size_)) {
-      source_.FreeChunk(reinterpret_cast<void*>(chunk->base));
       reserved_ -= chunk->size;
+      chunk.reset();  // returns its memory to the source
       continue;
     }
     if (chunk->in_use == 0) ++cached;

@@ -43,7 +43,7 @@ class ChunkSource {
 // larger than chunk_size; otherwise it goes back to the source.
 //
 // Thread-safe. Owns its chunks; every range must be freed before the pool
-// is destroyed (the destructor returns all chunks to the source).
+// is destroyed (destroying it returns all chunks to the source).
 class CudaPool {
  public:
   static constexpr size_t kAlignment = 256;
@@ -71,7 +71,17 @@ class CudaPool {
   size_t num_chunks() const;
 
  private:
+  // Returns a chunk to the source.
+  class ChunkFree {
+   public:
+    explicit ChunkFree(ChunkSource* source) : source_(source) {}
+    void operator()(void* chunk) const { source_->FreeChunk(chunk); }
+
+   private:
+    ChunkSource* source_;
+  };
   struct Chunk {
+    std::unique_ptr<void, ChunkFree> memory;  // owned, freed with the chunk
     uintptr_t base;
     size_t size;
     size_t in_use = 0;

@@ -73,66 +73,56 @@ CudaStream::CudaStream(CudaDevice& device) : device_(device), graphs_(device) {}
 
 absl::Status CudaStream::Init() {
   constexpr std::string_view kWhere = "CreateStream";
+  const std::string prefix =
+      absl::StrFormat("[%s %s] ", device_.name(), kWhere);
   TESSERA_RETURN_IF_ERROR(device_.Activate(kWhere));
-  TESSERA_RETURN_IF_ERROR(device_.Check(
-      cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-      "cudaStreamCreateWithFlags", kWhere));
+  cudaStream_t stream = nullptr;
+  TESSERA_RETURN_IF_ERROR(
+      device_.Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                    "cudaStreamCreateWithFlags", kWhere));
+  stream_ = CudaStreamHandle(device_, stream);
+  cublasHandle_t cublas = nullptr;
+  TESSERA_RETURN_IF_ERROR(
+      Prefixed(TESSERA_CUBLAS_STATUS(cublasCreate(&cublas)), prefix));
+  cublas_ = CublasHandle(device_, cublas);
   TESSERA_RETURN_IF_ERROR(Prefixed(
-      TESSERA_CUBLAS_STATUS(cublasCreate(&cublas_)),
-      absl::StrFormat("[%s %s] ", device_.name(), kWhere)));
-  TESSERA_RETURN_IF_ERROR(Prefixed(
-      TESSERA_CUBLAS_STATUS(cublasSetStream(cublas_, stream_)),
-      absl::StrFormat("[%s %s] ", device_.name(), kWhere)));
+      TESSERA_CUBLAS_STATUS(cublasSetStream(cublas_.get(), stream_.get())),
+      prefix));
   // A workspace of our own keeps cuBLAS from allocating during CUDA graph
   // capture.
   TESSERA_ASSIGN_OR_RETURN(cublas_workspace_,
-                           device_.pool().Allocate(kCublasWorkspaceBytes));
+                           AllocatePool(device_.pool(), kCublasWorkspaceBytes));
   TESSERA_RETURN_IF_ERROR(Prefixed(
-      TESSERA_CUBLAS_STATUS(cublasSetWorkspace(cublas_, cublas_workspace_,
-                                               kCublasWorkspaceBytes)),
-      absl::StrFormat("[%s %s] ", device_.name(), kWhere)));
+      TESSERA_CUBLAS_STATUS(cublasSetWorkspace(
+          cublas_.get(), cublas_workspace_.get(), kCublasWorkspaceBytes)),
+      prefix));
 
-  TESSERA_ASSIGN_OR_RETURN(void* error,
-                           device_.pool().Allocate(sizeof(KernelError)));
-  error_ = static_cast<KernelError*>(error);
-  void* readback = nullptr;
+  TESSERA_ASSIGN_OR_RETURN(
+      error_, AllocatePool<KernelError>(device_.pool(), sizeof(KernelError)));
+  TESSERA_ASSIGN_OR_RETURN(readback_, AllocatePinnedHost<KernelError>(
+                                          device_, sizeof(KernelError),
+                                          cudaHostAllocPortable, kWhere));
+  TESSERA_ASSIGN_OR_RETURN(
+      foreign_, AllocatePinnedHost<KernelError>(
+                    device_, sizeof(KernelError),
+                    cudaHostAllocPortable | cudaHostAllocMapped, kWhere));
+  std::memset(readback_.get(), 0, sizeof(KernelError));
+  std::memset(foreign_.get(), 0, sizeof(KernelError));
   TESSERA_RETURN_IF_ERROR(device_.Check(
-      cudaHostAlloc(&readback, sizeof(KernelError), cudaHostAllocPortable),
-      "cudaHostAlloc", kWhere));
-  readback_ = static_cast<KernelError*>(readback);
-  void* foreign = nullptr;
-  TESSERA_RETURN_IF_ERROR(device_.Check(
-      cudaHostAlloc(&foreign, sizeof(KernelError),
-                    cudaHostAllocPortable | cudaHostAllocMapped),
-      "cudaHostAlloc", kWhere));
-  foreign_ = static_cast<KernelError*>(foreign);
-  std::memset(readback_, 0, sizeof(KernelError));
-  std::memset(foreign_, 0, sizeof(KernelError));
-  TESSERA_RETURN_IF_ERROR(device_.Check(
-      cudaMemsetAsync(error_, 0, sizeof(KernelError), stream_),
+      cudaMemsetAsync(error_.get(), 0, sizeof(KernelError), stream_.get()),
       "cudaMemsetAsync", kWhere));
-  return device_.Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize",
-                       kWhere);
+  return device_.Check(cudaStreamSynchronize(stream_.get()),
+                       "cudaStreamSynchronize", kWhere);
 }
 
+// The members release the rest (cuda_handles.h), the captured graph first.
 CudaStream::~CudaStream() {
-  const bool usable = device_.Activate("~CudaStream").ok();
-  if (usable && stream_ != nullptr) {
-    device_.Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize",
-                  "~CudaStream")
+  if (stream_ && device_.Activate("~CudaStream").ok()) {
+    device_
+        .Check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize",
+               "~CudaStream")
         .IgnoreError();
   }
-  graphs_.Clear();
-  if (usable) {
-    if (cublas_ != nullptr) cublasDestroy(cublas_);
-    if (readback_ != nullptr) cudaFreeHost(readback_);
-    if (foreign_ != nullptr) cudaFreeHost(foreign_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-  // Pool ranges are bookkeeping and go back even on an unhealthy device.
-  device_.pool().Free(scratch_);
-  device_.pool().Free(error_);
-  device_.pool().Free(cublas_workspace_);
 }
 
 Device& CudaStream::device() { return device_; }
@@ -198,8 +188,8 @@ absl::Status CudaStream::SetTensorAsync(Tensor& t, const void* data,
   TESSERA_RETURN_IF_ERROR(CheckRange(t, data, offset, size, kWhere));
   if (size == 0 || !status().ok()) return absl::OkStatus();
   TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
-  return Queued(cudaMemcpyAsync(static_cast<char*>(t.data) + offset, data,
-                                size, cudaMemcpyHostToDevice, stream_),
+  return Queued(cudaMemcpyAsync(static_cast<char*>(t.data) + offset, data, size,
+                                cudaMemcpyHostToDevice, stream_.get()),
                 "cudaMemcpyAsync", kWhere);
 }
 
@@ -210,7 +200,7 @@ absl::Status CudaStream::GetTensorAsync(const Tensor& t, void* data,
   if (size == 0 || !status().ok()) return absl::OkStatus();
   TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
   return Queued(cudaMemcpyAsync(data, static_cast<const char*>(t.data) + offset,
-                                size, cudaMemcpyDeviceToHost, stream_),
+                                size, cudaMemcpyDeviceToHost, stream_.get()),
                 "cudaMemcpyAsync", kWhere);
 }
 
@@ -244,19 +234,20 @@ absl::Status CudaStream::CopyTensorAsync(const Tensor& src, Tensor& dst) {
   TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
   if (src_device == nullptr) {
     return Queued(cudaMemcpyAsync(dst.data, src.data, bytes,
-                                  cudaMemcpyHostToDevice, stream_),
+                                  cudaMemcpyHostToDevice, stream_.get()),
                   "cudaMemcpyAsync", kWhere);
   }
   TESSERA_RETURN_IF_ERROR(Fail(src_device->health()));
   if (src_device->ordinal() == device_.ordinal()) {
     return Queued(cudaMemcpyAsync(dst.data, src.data, bytes,
-                                  cudaMemcpyDeviceToDevice, stream_),
+                                  cudaMemcpyDeviceToDevice, stream_.get()),
                   "cudaMemcpyAsync", kWhere);
   }
   device_.EnablePeerAccess(src_device->ordinal());
-  return Queued(cudaMemcpyPeerAsync(dst.data, device_.ordinal(), src.data,
-                                    src_device->ordinal(), bytes, stream_),
-                "cudaMemcpyPeerAsync", kWhere);
+  return Queued(
+      cudaMemcpyPeerAsync(dst.data, device_.ordinal(), src.data,
+                          src_device->ordinal(), bytes, stream_.get()),
+      "cudaMemcpyPeerAsync", kWhere);
 }
 
 absl::Status CudaStream::ComputeAsync(const Graph& graph) {
@@ -286,8 +277,8 @@ absl::Status CudaStream::ComputeAsync(const Graph& graph) {
   TESSERA_RETURN_IF_ERROR(EnsureScratch(scratch));
   absl::Status s;
   if (device_.options().graph_capture) {
-    const void* const extra[] = {scratch_};
-    s = graphs_.Run(stream_, nodes, extra,
+    const void* const extra[] = {scratch_.get()};
+    s = graphs_.Run(stream_.get(), nodes, extra,
                     [this, &nodes] { return EnqueueNodes(nodes); });
   } else {
     s = EnqueueNodes(nodes);
@@ -296,8 +287,8 @@ absl::Status CudaStream::ComputeAsync(const Graph& graph) {
 }
 
 absl::Status CudaStream::EnqueueNodes(const std::vector<const Tensor*>& nodes) {
-  const CudaComputeContext ctx{&device_, stream_,        cublas_, scratch_,
-                               scratch_size_, error_};
+  const CudaComputeContext ctx{&device_,       stream_.get(), cublas_.get(),
+                               scratch_.get(), scratch_size_, error_.get()};
   for (const Tensor* node : nodes) {
     TESSERA_RETURN_IF_ERROR(CudaEnqueueNode(ctx, *node));
   }
@@ -307,19 +298,18 @@ absl::Status CudaStream::EnqueueNodes(const std::vector<const Tensor*>& nodes) {
 absl::Status CudaStream::EnsureScratch(size_t bytes) {
   if (bytes <= scratch_size_) return absl::OkStatus();
   constexpr std::string_view kWhere = "CudaStream scratch";
-  if (scratch_ != nullptr) {
+  if (scratch_) {
     // Queued kernels may still use the old scratch.
-    TESSERA_RETURN_IF_ERROR(Queued(cudaStreamSynchronize(stream_),
+    TESSERA_RETURN_IF_ERROR(Queued(cudaStreamSynchronize(stream_.get()),
                                    "cudaStreamSynchronize", kWhere));
     graphs_.Clear();
-    device_.pool().Free(scratch_);
-    scratch_ = nullptr;
+    scratch_.reset();
     scratch_size_ = 0;
   }
   const size_t size =
       (bytes + kScratchGranularity - 1) / kScratchGranularity *
       kScratchGranularity;
-  TESSERA_ASSIGN_OR_RETURN(scratch_, device_.pool().Allocate(size));
+  TESSERA_ASSIGN_OR_RETURN(scratch_, AllocatePool(device_.pool(), size));
   scratch_size_ = size;
   return absl::OkStatus();
 }
@@ -328,12 +318,13 @@ absl::Status CudaStream::Synchronize() {
   constexpr std::string_view kWhere = "CudaStream::Synchronize";
   if (absl::Status s = device_.Activate(kWhere); !s.ok()) return Fail(s);
   TESSERA_RETURN_IF_ERROR(
-      Queued(cudaMemcpyAsync(readback_, error_, sizeof(KernelError),
-                             cudaMemcpyDeviceToHost, stream_),
+      Queued(cudaMemcpyAsync(readback_.get(), error_.get(), sizeof(KernelError),
+                             cudaMemcpyDeviceToHost, stream_.get()),
              "cudaMemcpyAsync", kWhere));
-  TESSERA_RETURN_IF_ERROR(Queued(cudaStreamSynchronize(stream_),
+  TESSERA_RETURN_IF_ERROR(Queued(cudaStreamSynchronize(stream_.get()),
                                  "cudaStreamSynchronize", kWhere));
-  if (absl::Status s = KernelErrorStatus(*readback_, device_.name()); !s.ok()) {
+  if (absl::Status s = KernelErrorStatus(*readback_.get(), device_.name());
+      !s.ok()) {
     Fail(std::move(s)).IgnoreError();  // reported by status() below
   }
   return status();
@@ -350,12 +341,13 @@ absl::Status CudaStream::RecordEvent(Event& event) {
   TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
   // The record copy and the marker run even after a failure, so that the
   // event reports it.
+  TESSERA_RETURN_IF_ERROR(Queued(
+      cudaMemcpyAsync(cuda_event->record(), error_.get(), sizeof(KernelError),
+                      cudaMemcpyDeviceToHost, stream_.get()),
+      "cudaMemcpyAsync", kWhere));
   TESSERA_RETURN_IF_ERROR(
-      Queued(cudaMemcpyAsync(cuda_event->record(), error_, sizeof(KernelError),
-                             cudaMemcpyDeviceToHost, stream_),
-             "cudaMemcpyAsync", kWhere));
-  TESSERA_RETURN_IF_ERROR(Queued(cudaEventRecord(cuda_event->handle(), stream_),
-                                 "cudaEventRecord", kWhere));
+      Queued(cudaEventRecord(cuda_event->handle(), stream_.get()),
+             "cudaEventRecord", kWhere));
   cuda_event->SetRecordedStatus(status());
   return absl::OkStatus();
 }
@@ -374,10 +366,10 @@ absl::Status CudaStream::WaitEvent(Event& event) {
       return absl::OkStatus();
     }
     TESSERA_RETURN_IF_ERROR(
-        Queued(cudaStreamWaitEvent(stream_, cuda_event->handle(), 0),
+        Queued(cudaStreamWaitEvent(stream_.get(), cuda_event->handle(), 0),
                "cudaStreamWaitEvent", kWhere));
-    return Queued(cuda_kernels::MergeKernelError(error_, cuda_event->record(),
-                                                 stream_),
+    return Queued(cuda_kernels::MergeKernelError(
+                      error_.get(), cuda_event->record(), stream_.get()),
                   "MergeKernelError kernel launch", kWhere);
   }
   // Another kind of device: a host callback in stream order blocks until the
@@ -388,15 +380,17 @@ absl::Status CudaStream::WaitEvent(Event& event) {
       ticket_event != nullptr ? ticket_event->last_recorded() : 0;
   if (ticket_event != nullptr && ticket == 0) return absl::OkStatus();
   auto* wait = new ForeignWait{
-      &event, ticket_event, ticket, foreign_,
+      &event, ticket_event, ticket, foreign_.get(),
       absl::StrFormat("waiting for an event of %s: ", event.device().name())};
-  if (absl::Status s = Queued(cudaLaunchHostFunc(stream_, WaitForeignEvent, wait),
-                              "cudaLaunchHostFunc", kWhere);
+  if (absl::Status s =
+          Queued(cudaLaunchHostFunc(stream_.get(), WaitForeignEvent, wait),
+                 "cudaLaunchHostFunc", kWhere);
       !s.ok()) {
     delete wait;
     return s;
   }
-  return Queued(cuda_kernels::MergeKernelError(error_, foreign_, stream_),
+  return Queued(cuda_kernels::MergeKernelError(error_.get(), foreign_.get(),
+                                               stream_.get()),
                 "MergeKernelError kernel launch", kWhere);
 }
 

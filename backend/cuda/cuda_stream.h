@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/cuda/cuda_graph_cache.h"
+#include "backend/cuda/cuda_handles.h"
 #include "backend/cuda/kernel_error.h"
 #include "backend/stream.h"
 
@@ -74,7 +75,7 @@ class CudaStream final : public Stream {
   absl::Status RecordEvent(Event& event) override;
   absl::Status WaitEvent(Event& event) override;
 
-  cudaStream_t handle() const { return stream_; }
+  cudaStream_t handle() const { return stream_.get(); }
   // Whether the graph of the last ComputeAsync is captured as a CUDA graph.
   bool has_captured_graph() const { return graphs_.has_graph(); }
 
@@ -100,17 +101,19 @@ class CudaStream final : public Stream {
   absl::Status EnsureScratch(size_t bytes);
   absl::Status EnqueueNodes(const std::vector<const Tensor*>& nodes);
 
-  // Constant after Init.
+  // Constant after Init. Members are destroyed in reverse order: the
+  // cuBLAS handle before its workspace, the stream before the memory its
+  // work uses.
   CudaDevice& device_;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
-  void* cublas_workspace_ = nullptr;              // pool memory
-  cuda_kernels::KernelError* error_ = nullptr;    // pool memory
-  cuda_kernels::KernelError* readback_ = nullptr;  // pinned host memory
-  cuda_kernels::KernelError* foreign_ = nullptr;   // pinned, mapped
+  PoolMemory<> cublas_workspace_;
+  PoolMemory<cuda_kernels::KernelError> error_;
+  PinnedHostMemory<cuda_kernels::KernelError> readback_;
+  PinnedHostMemory<cuda_kernels::KernelError> foreign_;  // mapped
+  CudaStreamHandle stream_;
+  CublasHandle cublas_;
 
   // Used by the queuing thread only.
-  void* scratch_ = nullptr;  // pool memory
+  PoolMemory<> scratch_;
   size_t scratch_size_ = 0;
   CudaGraphCache graphs_;
 
