@@ -71,7 +71,7 @@ absl::Status Main(const Flags& flags) {
   const std::string device = devices.at(0).name();
   TESSERA_ASSIGN_OR_RETURN(
       client::RemoteBufferInfo buffer,
-      client->AllocBuffer(device, kTotal, v1::BUFFER_USAGE_WEIGHTS));
+      client->AllocBuffer(device, kTotal, BufferUsage::kWeights));
   std::vector<char> host(kTotal);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<char>(i * 31);
   std::vector<char> back(kTotal);

@@ -5,13 +5,16 @@ namespace tessera::client {
 BorrowedSlices::BorrowedSlices() : count_(std::make_shared<Count>()) {}
 
 BorrowedSlices::~BorrowedSlices() {
-  std::unique_lock<std::mutex> lock(count_->mu);
-  count_->released.wait(lock, [this] { return count_->live == 0; });
+  Count& count = *count_;
+  absl::MutexLock lock(&count.mu);
+  count.mu.Await(absl::Condition(
+      +[](Count* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu) { return c->live == 0; },
+      &count));
 }
 
 grpc::Slice BorrowedSlices::Borrow(const void* data, size_t size) {
   {
-    std::lock_guard<std::mutex> lock(count_->mu);
+    absl::MutexLock lock(&count_->mu);
     ++count_->live;
   }
   // Each slice holds the count, so a release after the owner stopped
@@ -24,9 +27,8 @@ grpc::Slice BorrowedSlices::Borrow(const void* data, size_t size) {
 void BorrowedSlices::Release(void* holder) {
   std::unique_ptr<std::shared_ptr<Count>> count(
       static_cast<std::shared_ptr<Count>*>(holder));
-  std::lock_guard<std::mutex> lock((*count)->mu);
+  absl::MutexLock lock(&(*count)->mu);
   --(*count)->live;
-  (*count)->released.notify_all();
 }
 
 }  // namespace tessera::client

@@ -5,11 +5,11 @@
 // and a wait until gRPC has released every one of them so that the memory
 // may be reused.
 
-#include <condition_variable>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/support/slice.h"
 
 namespace tessera::client {
@@ -27,10 +27,10 @@ class BorrowedSlices {
   grpc::Slice Borrow(const void* data, size_t size);
 
  private:
+  // Shared with every slice made; outlives this object while gRPC holds one.
   struct Count {
-    std::mutex mu;
-    std::condition_variable released;
-    size_t live = 0;
+    absl::Mutex mu;
+    size_t live ABSL_GUARDED_BY(mu) = 0;
   };
   static void Release(void* holder);
 

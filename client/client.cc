@@ -13,6 +13,8 @@
 #include "base/status_macros.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/chunk_wire.h"
+#include "proto/raw_message.h"
+#include "proto/value_codec.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::client {
@@ -132,13 +134,13 @@ absl::StatusOr<std::vector<v1::DeviceInfo>> Client::ListDevices() {
 }
 
 absl::StatusOr<RemoteBufferInfo> Client::AllocBuffer(
-    const std::string& device, uint64_t size, v1::BufferUsage usage,
+    const std::string& device, uint64_t size, BufferUsage usage,
     const std::string& buffer_type) {
   v1::AllocBufferRequest request;
   request.set_session(session_);
   request.set_device(device);
   request.set_size(size);
-  request.set_usage(usage);
+  request.set_usage(wire::ToProto(usage));
   request.set_buffer_type(buffer_type);
   v1::AllocBufferResponse response;
   grpc::ClientContext context;
@@ -190,14 +192,11 @@ absl::Status Client::WriteTensor(const v1::TensorRef& dst, const void* data,
   *header->mutable_dst() = dst;
   header->set_size(size);
   if (options.hash != nullptr) {
-    header->mutable_hash()->set_high(options.hash->high);
-    header->mutable_hash()->set_low(options.hash->low);
+    *header->mutable_hash() = wire::ToProto(*options.hash);
   }
   std::optional<grpc::ByteBuffer> first(std::in_place);
-  bool own_buffer = false;
-  grpc::SerializationTraits<v1::WriteTensorRequest>::Serialize(
-      request, &*first, &own_buffer)
-      .ok();
+  TESSERA_RETURN_IF_ERROR(
+      wire::SerializeRaw(request, "[WriteTensor]", *first));
   const uint64_t chunk = wire::StreamChunkBytes(limits_.max_chunk_bytes());
   const char* bytes = static_cast<const char*>(data);
   uint64_t done = 0;
@@ -227,8 +226,7 @@ absl::StatusOr<bool> Client::WriteTensorByHash(const v1::TensorRef& dst,
   request.set_session(session_);
   *request.mutable_dst() = dst;
   request.set_size(size);
-  request.mutable_hash()->set_high(hash.high);
-  request.mutable_hash()->set_low(hash.low);
+  *request.mutable_hash() = wire::ToProto(hash);
   v1::WriteTensorByHashResponse response;
   grpc::ClientContext context;
   TESSERA_RETURN_IF_ERROR(
@@ -253,10 +251,8 @@ absl::Status Client::ReadTensor(const v1::TensorRef& src, void* data,
   *request.mutable_src() = src;
   request.set_size(size);
   std::optional<grpc::ByteBuffer> first(std::in_place);
-  bool own_buffer = false;
-  grpc::SerializationTraits<v1::ReadTensorRequest>::Serialize(
-      request, &*first, &own_buffer)
-      .ok();
+  TESSERA_RETURN_IF_ERROR(
+      wire::SerializeRaw(request, "[ReadTensor]", *first));
   uint8_t* out = static_cast<uint8_t*>(data);
   uint64_t done = 0;
   auto too_much = [&](uint64_t n) {
@@ -281,10 +277,7 @@ absl::Status Client::ReadTensor(const v1::TensorRef& src, void* data,
       return absl::OkStatus();
     }
     v1::ReadTensorResponse response;
-    grpc::ByteBuffer copy = message;
-    if (!grpc::SerializationTraits<v1::ReadTensorResponse>::Deserialize(
-             &copy, &response)
-             .ok()) {
+    if (!wire::ParseRaw(message, response)) {
       return absl::DataLossError("[ReadTensor] a message that does not parse");
     }
     if (response.chunk().size() > size - done) {
@@ -340,7 +333,8 @@ absl::Status Client::Compute(const Graph& graph,
   TESSERA_ASSIGN_OR_RETURN(EncodedGraph encoded,
                            EncodeGraph(graph, *this, /*require_data=*/false));
   v1::ComputeRequest request;
-  TESSERA_RETURN_IF_ERROR(encoded.AddInputs(inputs, *request.mutable_inputs()));
+  TESSERA_RETURN_IF_ERROR(
+      wire::ToProto(inputs, encoded, *request.mutable_inputs()));
   for (const TensorOutput& out : outputs) {
     TESSERA_ASSIGN_OR_RETURN(uint32_t id, encoded.IdOf(out.tensor));
     request.add_outputs(id);
@@ -348,7 +342,33 @@ absl::Status Client::Compute(const Graph& graph,
   *request.mutable_graph() = std::move(encoded.def);
   v1::ComputeResponse response;
   TESSERA_RETURN_IF_ERROR(Compute(request, response));
-  return CopyOutputs(response.outputs(), outputs);
+  return wire::FromProto(response.outputs(), outputs);
+}
+
+absl::StatusOr<RegisteredGraphInfo> Client::RegisterGraph(
+    const v1::GraphDef& graph, int n_copies,
+    absl::Span<const std::string> devices) {
+  v1::RegisterGraphRequest request;
+  request.set_session(session_);
+  *request.mutable_graph() = graph;
+  request.set_n_copies(n_copies);
+  for (const std::string& device : devices) request.add_devices(device);
+  v1::RegisterGraphResponse response;
+  grpc::ClientContext context;
+  TESSERA_RETURN_IF_ERROR(
+      FromGrpc(stub_->RegisterGraph(&context, request, &response)));
+  RegisteredGraphInfo info{.handle = response.graph(),
+                           .n_splits = response.n_splits()};
+  for (const auto& [device, bytes] : response.compute_buffer_bytes()) {
+    info.compute_bytes.emplace_back(device, bytes);
+  }
+  std::sort(info.compute_bytes.begin(), info.compute_bytes.end());
+  return info;
+}
+
+std::unique_ptr<ExecuteStream> Client::OpenExecuteStream(
+    grpc::ClientContext& context) {
+  return stub_->Execute(&context);
 }
 
 absl::Status Client::ReleaseGraph(uint64_t graph) {

@@ -6,7 +6,7 @@
 //
 //   auto client = Client::Connect("127.0.0.1:50051").value();
 //   auto devices = client->ListDevices().value();
-//   auto buf = client->AllocBuffer("cpu0", 1 << 20, v1::BUFFER_USAGE_WEIGHTS);
+//   auto buf = client->AllocBuffer("cpu0", 1 << 20, BufferUsage::kWeights);
 //   client->WriteTensor({buf->handle, 0}, data, size);
 //
 // Graphs are sent by RemoteDevice streams (client/remote_device.h) or with
@@ -23,16 +23,19 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "backend/buffer.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/content_hash.h"
+#include "proto/tensor_data_codec.h"
 #include "proto/tessera.grpc.pb.h"
 
 namespace tessera::client {
@@ -76,16 +79,20 @@ struct WriteOptions {
 
 // Host data for one tensor of a graph: an input to send or an output to
 // fill (`size` must be the tensor's byte size).
-struct TensorInput {
-  const Tensor* tensor = nullptr;
-  const void* data = nullptr;
-  size_t size = 0;
+using TensorInput = wire::TensorInput;
+using TensorOutput = wire::TensorOutput;
+
+// A graph the daemon registered (RegisterGraph).
+struct RegisteredGraphInfo {
+  uint64_t handle = 0;
+  uint32_t n_splits = 0;
+  // Compute buffer bytes by daemon device, sorted by device name.
+  std::vector<std::pair<std::string, uint64_t>> compute_bytes;
 };
-struct TensorOutput {
-  const Tensor* tensor = nullptr;
-  void* data = nullptr;
-  size_t size = 0;
-};
+
+// The Execute stream of registered graphs (see RegisterGraph).
+using ExecuteStream =
+    grpc::ClientReaderWriter<v1::ExecuteRequest, v1::ExecuteResponse>;
 
 class Client {
  public:
@@ -105,13 +112,12 @@ class Client {
   uint32_t version() const { return version_; }
   const v1::ServerLimits& limits() const { return limits_; }
   const std::string& server_version() const { return server_version_; }
-  v1::Tessera::Stub& stub() { return *stub_; }
 
   absl::StatusOr<std::vector<v1::DeviceInfo>> ListDevices();
 
   // Buffers, by handle.
   absl::StatusOr<RemoteBufferInfo> AllocBuffer(
-      const std::string& device, uint64_t size, v1::BufferUsage usage,
+      const std::string& device, uint64_t size, BufferUsage usage,
       const std::string& buffer_type = "");
   absl::Status FreeBuffer(uint64_t buffer);
   absl::Status ClearBuffer(uint64_t buffer, uint8_t value);
@@ -146,6 +152,17 @@ class Client {
   absl::Status Compute(v1::ComputeRequest& request,
                        v1::ComputeResponse& response);
 
+  // Registers `graph` for executions with `n_copies` in flight over the
+  // daemon's `devices` (highest priority first; empty: all).
+  // Errors: the daemon's RegisterGraph status.
+  absl::StatusOr<RegisteredGraphInfo> RegisterGraph(
+      const v1::GraphDef& graph, int n_copies,
+      absl::Span<const std::string> devices);
+  // Opens an Execute stream under `context`, which must outlive it.
+  // Requests name the session and a registered graph; the daemon answers
+  // each in order (proto/tessera.proto).
+  std::unique_ptr<ExecuteStream> OpenExecuteStream(
+      grpc::ClientContext& context);
   absl::Status ReleaseGraph(uint64_t graph);
 
  private:

@@ -22,17 +22,15 @@ uintptr_t NextBase(size_t size) {
 }  // namespace
 
 RemoteBufferType::RemoteBufferType(RemoteDevice& device, Client& client,
-                                   const v1::DeviceInfo& info)
+                                   const wire::DeviceDescription& info)
     : device_(device),
       client_(client),
-      device_name_(info.name()),
-      name_(info.buffer_types().empty() ? info.name()
-                                        : info.buffer_types(0).name()),
-      alignment_(info.buffer_types().empty()
-                     ? 64
-                     : info.buffer_types(0).alignment()),
-      max_size_(info.buffer_types().empty() ? 0
-                                            : info.buffer_types(0).max_size()) {
+      device_name_(info.props.name),
+      name_(info.buffer_types.empty() ? info.props.name
+                                      : info.buffer_types[0].name),
+      alignment_(info.buffer_types.empty() ? 64
+                                           : info.buffer_types[0].alignment),
+      max_size_(info.buffer_types.empty() ? 0 : info.buffer_types[0].max_size) {
 }
 
 Device& RemoteBufferType::device() { return device_; }
@@ -40,7 +38,7 @@ Device& RemoteBufferType::device() { return device_; }
 absl::StatusOr<std::unique_ptr<Buffer>> RemoteBufferType::Alloc(size_t size) {
   TESSERA_ASSIGN_OR_RETURN(
       RemoteBufferInfo info,
-      client_.AllocBuffer(device_name_, size, v1::BUFFER_USAGE_WEIGHTS));
+      client_.AllocBuffer(device_name_, size, BufferUsage::kWeights));
   return std::make_unique<RemoteBuffer>(*this, client_, info);
 }
 

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "backend/buffer.h"
 #include "client/client.h"
+#include "proto/device_codec.h"
 #include "proto/tessera.pb.h"
 
 namespace tessera::client {
@@ -25,8 +26,10 @@ class RemoteDevice;
 // decides where the daemon runs the ops that read it.
 class RemoteBufferType final : public BufferType {
  public:
+  // The device's own memory: the first of `info`'s buffer types (without
+  // any, the device's name, alignment 64 and no size limit).
   RemoteBufferType(RemoteDevice& device, Client& client,
-                   const v1::DeviceInfo& info);
+                   const wire::DeviceDescription& info);
 
   std::string_view name() const override { return name_; }
   Device& device() override;

@@ -1,5 +1,7 @@
 #include "client/remote_device.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "backend/ticket_event.h"
 #include "client/remote_stream.h"
@@ -8,11 +10,12 @@
 
 namespace tessera::client {
 
-RemoteDevice::RemoteDevice(Client& client, const v1::DeviceInfo& info)
+RemoteDevice::RemoteDevice(Client& client, wire::DeviceDescription info)
     : client_(client),
-      info_(info),
-      name_(absl::StrCat("remote:", info.name())),
-      buffer_type_(*this, client, info) {}
+      remote_name_(info.props.name),
+      name_(absl::StrCat("remote:", info.props.name)),
+      buffer_type_(*this, client, info),
+      info_(std::move(info)) {}
 
 absl::StatusOr<std::vector<std::unique_ptr<RemoteDevice>>>
 RemoteDevice::ListAll(Client& client) {
@@ -20,26 +23,33 @@ RemoteDevice::ListAll(Client& client) {
                            client.ListDevices());
   std::vector<std::unique_ptr<RemoteDevice>> devices;
   for (const v1::DeviceInfo& info : infos) {
-    devices.push_back(std::make_unique<RemoteDevice>(client, info));
+    TESSERA_ASSIGN_OR_RETURN(wire::DeviceDescription device,
+                             wire::FromProto(info));
+    devices.push_back(
+        std::make_unique<RemoteDevice>(client, std::move(device)));
   }
   return devices;
 }
 
 DeviceProps RemoteDevice::Props() {
-  if (absl::StatusOr<std::vector<v1::DeviceInfo>> infos = client_.ListDevices();
-      infos.ok()) {
+  absl::StatusOr<std::vector<v1::DeviceInfo>> infos = client_.ListDevices();
+  absl::MutexLock lock(&mu_);
+  if (infos.ok()) {
     for (const v1::DeviceInfo& info : *infos) {
-      if (info.name() == info_.name()) info_ = info;
+      if (info.name() != remote_name_) continue;
+      if (absl::StatusOr<wire::DeviceDescription> device = wire::FromProto(info);
+          device.ok()) {
+        info_ = *std::move(device);
+      }
     }
   }
-  DeviceProps props;
+  DeviceProps props = info_.props;
   props.name = name_;
-  props.description = absl::StrCat(info_.description(), " on ",
+  props.description = absl::StrCat(info_.props.description, " on ",
                                    client_.server_version());
   props.type = DeviceType::kRemote;
-  props.memory_free = info_.memory_free();
-  props.memory_total = info_.memory_total();
-  props.caps = {.async = true, .events = true};
+  props.caps.host_buffer = false;
+  props.caps.buffer_from_host_ptr = false;
   return props;
 }
 

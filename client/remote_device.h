@@ -16,26 +16,36 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "backend/device.h"
 #include "client/client.h"
 #include "client/remote_buffer.h"
-#include "proto/tessera.pb.h"
+#include "proto/device_codec.h"
 
 namespace tessera::client {
 
 class RemoteDevice final : public Device {
  public:
-  // `client` must outlive the device and everything made from it.
-  RemoteDevice(Client& client, const v1::DeviceInfo& info);
+  // `client` must outlive the device and everything made from it. `info`
+  // is the daemon's device as ListDevices describes it.
+  RemoteDevice(Client& client, wire::DeviceDescription info);
 
   // One RemoteDevice per device of the daemon, in the daemon's order.
+  // Errors: the daemon's ListDevices status; INVALID_ARGUMENT for a device
+  // the wire codec does not accept (proto/device_codec.h).
   static absl::StatusOr<std::vector<std::unique_ptr<RemoteDevice>>> ListAll(
       Client& client);
 
   // "remote:" + the daemon's device name.
   const std::string& name() const override { return name_; }
-  // Memory as the daemon reports it now (the last known on errors).
+  // The daemon's properties as the wire codec decodes them, memory as the
+  // daemon reports it now (the last known on errors), with what a remote
+  // device is: type kRemote, the "remote:" name, the server's version in
+  // the description; async and events as the daemon's device has them
+  // (RemoteStream queues, TicketEvent records); no host buffer and no
+  // wrapping of host memory.
   DeviceProps Props() override;
   BufferType& buffer_type() override { return buffer_type_; }
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
@@ -46,13 +56,18 @@ class RemoteDevice final : public Device {
   bool SupportsBufferType(const BufferType& type) const override;
 
   Client& client() const { return client_; }
-  const std::string& remote_name() const { return info_.name(); }
+  const std::string& remote_name() const { return remote_name_; }
 
  private:
+  // Constant after construction.
   Client& client_;
-  v1::DeviceInfo info_;
+  const std::string remote_name_;
   const std::string name_;
   RemoteBufferType buffer_type_;
+
+  // The daemon's last description of the device, refreshed by Props().
+  absl::Mutex mu_;
+  wire::DeviceDescription info_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::client

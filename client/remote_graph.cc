@@ -1,10 +1,10 @@
 #include "client/remote_graph.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "proto/value_codec.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::client {
@@ -13,25 +13,14 @@ absl::StatusOr<std::unique_ptr<RemoteGraph>> RemoteGraph::Register(
     Client& client, const Graph& graph, const Options& options) {
   TESSERA_ASSIGN_OR_RETURN(EncodedGraph encoded,
                            EncodeGraph(graph, client, /*require_data=*/false));
-  v1::RegisterGraphRequest request;
-  request.set_session(client.session());
-  *request.mutable_graph() = encoded.def;
-  request.set_n_copies(options.n_copies);
-  for (const std::string& device : options.devices) {
-    request.add_devices(device);
-  }
-  v1::RegisterGraphResponse response;
-  grpc::ClientContext context;
-  TESSERA_RETURN_IF_ERROR(
-      FromGrpc(client.stub().RegisterGraph(&context, request, &response)));
+  TESSERA_ASSIGN_OR_RETURN(
+      RegisteredGraphInfo info,
+      client.RegisterGraph(encoded.def, options.n_copies, options.devices));
   std::unique_ptr<RemoteGraph> g(new RemoteGraph(client, std::move(encoded)));
-  g->handle_ = response.graph();
-  g->n_splits_ = response.n_splits();
-  for (const auto& [device, bytes] : response.compute_buffer_bytes()) {
-    g->compute_bytes_.emplace_back(device, bytes);
-  }
-  std::sort(g->compute_bytes_.begin(), g->compute_bytes_.end());
-  g->stream_ = client.stub().Execute(&g->context_);
+  g->handle_ = info.handle;
+  g->n_splits_ = info.n_splits;
+  g->compute_bytes_ = std::move(info.compute_bytes);
+  g->stream_ = client.OpenExecuteStream(g->context_);
   return g;
 }
 
@@ -55,7 +44,7 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
   request.set_graph(handle_);
   request.set_tag(next_tag_);
   TESSERA_RETURN_IF_ERROR(
-      encoded_.AddInputs(inputs, *request.mutable_inputs()));
+      wire::ToProto(inputs, encoded_, *request.mutable_inputs()));
   for (const Tensor* out : outputs) {
     TESSERA_ASSIGN_OR_RETURN(uint32_t id, encoded_.IdOf(out));
     request.add_outputs(id);
@@ -82,11 +71,8 @@ absl::Status RemoteGraph::Receive(absl::Span<const TensorOutput> outputs) {
                                             next_result_));
   }
   ++next_result_;
-  if (response.status_code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(response.status_code()),
-                        response.status_message());
-  }
-  return CopyOutputs(response.outputs(), outputs);
+  TESSERA_RETURN_IF_ERROR(wire::GetStatus(response));
+  return wire::FromProto(response.outputs(), outputs);
 }
 
 absl::Status RemoteGraph::Run(absl::Span<const TensorInput> inputs,

@@ -71,9 +71,7 @@ class RemoteGraph {
   uint32_t n_splits_ = 0;
   std::vector<std::pair<std::string, uint64_t>> compute_bytes_;
   grpc::ClientContext context_;
-  std::unique_ptr<
-      grpc::ClientReaderWriter<v1::ExecuteRequest, v1::ExecuteResponse>>
-      stream_;
+  std::unique_ptr<ExecuteStream> stream_;
   uint64_t next_tag_ = 0;
   uint64_t next_result_ = 0;
 };

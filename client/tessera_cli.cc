@@ -173,7 +173,7 @@ absl::Status Upload(Client& client, const Flags& flags,
   TESSERA_ASSIGN_OR_RETURN(
       RemoteBufferInfo buffer,
       client.AllocBuffer(device, std::max<uint64_t>(size, 1),
-                         v1::BUFFER_USAGE_WEIGHTS));
+                         BufferUsage::kWeights));
   const absl::Time start = absl::Now();
   const wire::ContentHash hash = wire::HashContent(
       data, size, static_cast<int>(std::thread::hardware_concurrency()));
@@ -213,7 +213,7 @@ absl::Status Bench(Client& client, const Flags& flags) {
   TESSERA_ASSIGN_OR_RETURN(std::string device, PickDevice(client, flags));
   TESSERA_ASSIGN_OR_RETURN(
       RemoteBufferInfo buffer,
-      client.AllocBuffer(device, bytes, v1::BUFFER_USAGE_WEIGHTS));
+      client.AllocBuffer(device, bytes, BufferUsage::kWeights));
   std::vector<char> host(bytes, 1), back(bytes);
   v1::TensorRef ref;
   ref.set_buffer(buffer.handle);

@@ -5,16 +5,17 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "backend/buffer.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "proto/graph_codec.h"
 #include "proto/tessera.pb.h"
 
 namespace tessera::server {
@@ -45,30 +46,17 @@ struct DecodedGraph {
   bool InGraph(const Tensor* t) const { return members.contains(t); }
 };
 
-struct DecodeLimits {
-  // Most tensors in a GraphDef.
-  uint32_t max_tensors = 8192;
-  // Longest tensor name.
-  size_t max_name_bytes = 256;
-};
+using DecodeLimits = wire::GraphLimits;
 
-// Decodes and validates `def`, checking each tensor in order:
-//  1. id unique; type known; 1 to 4 dims, none negative, ne[0] a multiple of
-//     the block size, size without overflow; nb empty (contiguous) or 4
-//     strides with nb[0] the block's bytes and the byte span without
-//     overflow; op known; at most 16 op_params; at most 10 sources, each -1
-//     or the id of an EARLIER tensor (so no forward reference and no cycle);
-//     view_src likewise; a name of at most max_name_bytes; only known flags.
-//  2. data (not on views): the buffer handle resolves in the session and
-//     the tensor's bytes lie inside the buffer. A node with data writes its
-//     result there (a graph the client placed, as RemoteDevice streams
-//     send); a leaf with data is a weight or cache.
-//  3. graph/ops.h ValidateNode: the op accepts the sources' types and
+// Decodes `def` with the wire codec (proto/graph_codec.h: the structure of
+// each tensor and the node list, checked there) and adds, per tensor:
+//  1. data (not on views): the buffer handle resolves in the session and
+//     the tensor's bytes (CheckedNumBytes) lie inside the buffer. A node
+//     with data writes its result there (a graph the client placed, as
+//     RemoteDevice streams send); a leaf with data is a weight or cache.
+//  2. graph/ops.h ValidateNode: the op accepts the sources' types and
 //     shapes and the node's shape, strides, op_params and view are exactly
 //     what its builder derives.
-// Then the nodes (GraphDef.nodes, or every tensor with an op): known ids of
-// op tensors, each once, each source and view source a leaf or a node
-// listed earlier.
 // Errors: INVALID_ARGUMENT naming the tensor (id and name) and the problem;
 // NOT_FOUND for a data buffer the session does not hold; RESOURCE_EXHAUSTED
 // for more tensors than limits.max_tensors.

@@ -1,12 +1,14 @@
 #include "server/decoding/graph_io.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "backend/buffer.h"
 #include "base/status_macros.h"
+#include "proto/tensor_data_codec.h"
 
 namespace tessera::server {
 namespace {
@@ -43,35 +45,29 @@ absl::StatusOr<std::vector<Tensor*>> CheckInputs(
                      absl::StrCat("tensor ", in.id(), " is given twice"));
     }
     const size_t bytes = t->NumBytes();
-    switch (in.source_case()) {
-      case v1::TensorData::kData:
-        if (in.data().size() != bytes) {
-          return Invalid("inputs", i,
-                         absl::StrCat("tensor ", in.id(), " (\"", t->name,
-                                      "\") needs ", bytes, " bytes, got ",
-                                      in.data().size()));
-        }
-        break;
-      case v1::TensorData::kRef: {
-        absl::StatusOr<std::shared_ptr<Buffer>> buffer =
-            resolve(in.ref().buffer());
-        if (!buffer.ok()) {
-          return absl::Status(
-              buffer.status().code(),
-              absl::StrCat("inputs[", i, "]: ", buffer.status().message()));
-        }
-        const uint64_t size = (*buffer)->size();
-        if (in.ref().offset() > size || bytes > size - in.ref().offset()) {
-          return Invalid("inputs", i,
-                         absl::StrCat(bytes, " bytes at offset ",
-                                      in.ref().offset(), " are outside buffer ",
-                                      in.ref().buffer(), " of ", size,
-                                      " bytes"));
-        }
-        break;
+    absl::StatusOr<wire::TensorSource> source = wire::FromProto(in);
+    if (!source.ok()) return Invalid("inputs", i, source.status().message());
+    if (source->is_inline) {
+      if (source->bytes.size() != bytes) {
+        return Invalid("inputs", i,
+                       absl::StrCat("tensor ", in.id(), " (\"", t->name,
+                                    "\") needs ", bytes, " bytes, got ",
+                                    source->bytes.size()));
       }
-      default:
-        return Invalid("inputs", i, "neither data nor ref");
+    } else {
+      absl::StatusOr<std::shared_ptr<Buffer>> buffer = resolve(source->buffer);
+      if (!buffer.ok()) {
+        return absl::Status(
+            buffer.status().code(),
+            absl::StrCat("inputs[", i, "]: ", buffer.status().message()));
+      }
+      const uint64_t size = (*buffer)->size();
+      if (source->offset > size || bytes > size - source->offset) {
+        return Invalid("inputs", i,
+                       absl::StrCat(bytes, " bytes at offset ", source->offset,
+                                    " are outside buffer ", source->buffer,
+                                    " of ", size, " bytes"));
+      }
     }
     tensors.push_back(t);
   }
@@ -99,23 +95,21 @@ absl::Status WriteInputs(
           absl::StrCat("inputs[", i, "]: tensor \"", t.name,
                        "\" was not allocated"));
     }
-    const void* data;
-    if (inputs[i].has_ref()) {
+    TESSERA_ASSIGN_OR_RETURN(wire::TensorSource source,
+                             wire::FromProto(inputs[i]));
+    const void* data = source.bytes.data();
+    if (!source.is_inline) {
       TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> src,
-                               resolve(inputs[i].ref().buffer()));
-      const size_t offset = inputs[i].ref().offset();
+                               resolve(source.buffer));
       if (src->type().is_host()) {
-        data = static_cast<const char*>(src->base()) + offset;
+        data = static_cast<const char*>(src->base()) + source.offset;
       } else {
         staging.resize(bytes);
-        TESSERA_RETURN_IF_ERROR(src->Read(offset, staging.data(), bytes));
+        TESSERA_RETURN_IF_ERROR(src->Read(source.offset, staging.data(), bytes));
         data = staging.data();
       }
-      TESSERA_RETURN_IF_ERROR(t.buffer->SetTensor(t, data, 0, bytes));
-    } else {
-      data = inputs[i].data().data();
-      TESSERA_RETURN_IF_ERROR(t.buffer->SetTensor(t, data, 0, bytes));
     }
+    TESSERA_RETURN_IF_ERROR(t.buffer->SetTensor(t, data, 0, bytes));
   }
   return absl::OkStatus();
 }
@@ -153,6 +147,19 @@ absl::StatusOr<std::vector<Tensor*>> CheckOutputs(
     tensors.push_back(t);
   }
   return tensors;
+}
+
+absl::Status ReadOutputs(
+    Scheduler& sched, const google::protobuf::RepeatedField<uint32_t>& ids,
+    const std::vector<Tensor*>& tensors,
+    google::protobuf::RepeatedPtrField<v1::TensorData>& outputs) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::string& data =
+        wire::AppendOutput(ids[i], tensors[i]->NumBytes(), outputs);
+    TESSERA_RETURN_IF_ERROR(
+        sched.GetTensorAsync(*tensors[i], data.data(), 0, data.size()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::server

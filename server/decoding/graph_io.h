@@ -13,6 +13,7 @@
 #include "google/protobuf/repeated_field.h"
 #include "graph/tensor.h"
 #include "proto/tessera.pb.h"
+#include "sched/scheduler.h"
 #include "server/decoding/graph_decoder.h"
 
 namespace tessera::server {
@@ -43,6 +44,15 @@ absl::StatusOr<std::vector<Tensor*>> CheckOutputs(
     const google::protobuf::RepeatedField<uint32_t>& ids,
     const std::function<absl::Status(const Tensor&)>& readable,
     size_t max_bytes);
+
+// Queues, through `sched`, the reads of `tensors` (as CheckOutputs returned
+// them for `ids`) into `outputs` as inline data, in order. The reads land
+// once the scheduler's work is done; `outputs` must stay in place until
+// then. Stops at the first error (the outputs appended so far stay).
+absl::Status ReadOutputs(
+    Scheduler& sched, const google::protobuf::RepeatedField<uint32_t>& ids,
+    const std::vector<Tensor*>& tensors,
+    google::protobuf::RepeatedPtrField<v1::TensorData>& outputs);
 
 }  // namespace tessera::server
 

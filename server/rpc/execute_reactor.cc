@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "proto/value_codec.h"
 #include "server/rpc/grpc_status.h"
 #include "server/sessions/registered_graph.h"
 
@@ -103,8 +104,7 @@ class ExecuteReactor final
 
   static void SetError(const absl::Status& status, v1::ExecuteResponse& r) {
     r.clear_outputs();
-    r.set_status_code(static_cast<int32_t>(status.code()));
-    r.set_status_message(std::string(status.message()));
+    wire::SetStatus(status, r);
   }
 
   absl::Status Submit(const v1::ExecuteRequest& request, Item& item) {

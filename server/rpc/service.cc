@@ -7,14 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/context.h"
+#include "proto/device_codec.h"
+#include "proto/value_codec.h"
 #include "base/status_macros.h"
 #include "server/rpc/attach_reactor.h"
 #include "server/decoding/buffer_range.h"
 #include "server/sessions/compute.h"
 #include "server/sessions/devices.h"
 #include "server/rpc/execute_reactor.h"
-#include "server/decoding/graph_decoder.h"
-#include "server/sessions/registered_graph.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/tensor_streams.h"
 #include "spdlog/spdlog.h"
@@ -26,40 +26,6 @@ constexpr char kServerVersion[] = "tesserad 0.1.0";
 
 // Host staging for copies between devices.
 constexpr size_t kStagingBytes = size_t{64} << 20;
-
-v1::DeviceInfo::Type WireType(DeviceType type) {
-  switch (type) {
-    case DeviceType::kCpu:
-      return v1::DeviceInfo::CPU;
-    case DeviceType::kGpu:
-      return v1::DeviceInfo::GPU;
-    case DeviceType::kRemote:
-      return v1::DeviceInfo::REMOTE;
-  }
-  return v1::DeviceInfo::TYPE_UNSPECIFIED;
-}
-
-void DescribeBufferType(BufferType& type, v1::BufferTypeInfo& info) {
-  info.set_name(std::string(type.name()));
-  info.set_alignment(type.alignment());
-  info.set_max_size(type.max_size());
-  info.set_is_host(type.is_host());
-}
-
-absl::StatusOr<BufferUsage> ToUsage(v1::BufferUsage usage) {
-  switch (usage) {
-    case v1::BUFFER_USAGE_ANY:
-      return BufferUsage::kAny;
-    case v1::BUFFER_USAGE_WEIGHTS:
-      return BufferUsage::kWeights;
-    case v1::BUFFER_USAGE_COMPUTE:
-      return BufferUsage::kCompute;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("[AllocBuffer] usage: unknown value ",
-                       static_cast<int>(usage)));
-  }
-}
 
 // The device's buffer type named `name` (empty: its own memory).
 absl::StatusOr<BufferType*> FindBufferType(Device& device,
@@ -120,18 +86,6 @@ Service::Service(const Registry& registry, SessionManager& sessions,
       metrics_(metrics),
       store_(store),
       streams_{sessions_, limits_, metrics_, store_, in_flight_} {}
-
-absl::Status Service::CheckQuota(const Session& session, uint64_t bytes,
-                                 absl::string_view call) const {
-  const uint64_t quota = limits_.session_memory_quota;
-  if (quota == 0) return absl::OkStatus();
-  const uint64_t held = session.memory_held();
-  if (bytes <= quota && held <= quota - bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "[", std::string(call), "] the session holds ", held,
-      " bytes and asks for ", bytes, " more; its quota "
-      "(--session_memory_quota) is ", quota, " bytes"));
-}
 
 absl::Status Service::CheckReserve(Device& device, uint64_t bytes) const {
   const uint64_t reserve = limits_.device_memory_reserve;
@@ -224,22 +178,7 @@ grpc::ServerUnaryReactor* Service::ListDevices(
       sessions_.Find(request->session());
   if (!session.ok()) return Done(context, session.status());
   for (Device* device : registry_.devices()) {
-    const DeviceProps props = device->Props();
-    v1::DeviceInfo* info = response->add_devices();
-    info->set_name(props.name);
-    info->set_description(props.description);
-    info->set_type(WireType(props.type));
-    info->set_memory_free(props.memory_free);
-    info->set_memory_total(props.memory_total);
-    info->mutable_caps()->set_async(props.caps.async);
-    info->mutable_caps()->set_events(props.caps.events);
-    info->mutable_caps()->set_host_buffer(props.caps.host_buffer);
-    info->mutable_caps()->set_buffer_from_host_ptr(
-        props.caps.buffer_from_host_ptr);
-    DescribeBufferType(device->buffer_type(), *info->add_buffer_types());
-    if (BufferType* host = device->host_buffer_type(); host != nullptr) {
-      DescribeBufferType(*host, *info->add_buffer_types());
-    }
+    *response->add_devices() = wire::ToProto(wire::Describe(*device));
   }
   return Done(context, absl::OkStatus());
 }
@@ -257,7 +196,12 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
       return absl::NotFoundError(absl::StrCat("[AllocBuffer] device: ",
                                               device.status().message()));
     }
-    TESSERA_ASSIGN_OR_RETURN(BufferUsage usage, ToUsage(request->usage()));
+    absl::StatusOr<BufferUsage> usage = wire::FromProto(request->usage());
+    if (!usage.ok()) {
+      return absl::Status(
+          usage.status().code(),
+          absl::StrCat("[AllocBuffer] ", usage.status().message()));
+    }
     TESSERA_ASSIGN_OR_RETURN(BufferType * type,
                              FindBufferType(**device, request->buffer_type()));
     if (request->size() > type->max_size()) {
@@ -265,11 +209,12 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
           "[AllocBuffer] size ", request->size(), " exceeds the max_size ",
           type->max_size(), " of buffer type ", std::string(type->name())));
     }
-    TESSERA_RETURN_IF_ERROR(CheckQuota(*session, request->size(), "AllocBuffer"));
+    TESSERA_RETURN_IF_ERROR(session->CheckQuota(
+        limits_.session_memory_quota, request->size(), "AllocBuffer"));
     TESSERA_RETURN_IF_ERROR(CheckReserve(type->device(), request->size()));
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
                              type->Alloc(request->size()));
-    buffer->set_usage(usage);
+    buffer->set_usage(*usage);
     TESSERA_RETURN_IF_ERROR(buffer->Clear(0));
     const size_t size = buffer->size();
     TESSERA_ASSIGN_OR_RETURN(uint64_t handle,
@@ -375,9 +320,7 @@ grpc::ServerUnaryReactor* Service::WriteTensorByHash(
                      request->dst().buffer(), request->dst().offset(),
                      request->size()));
     const ContentStore::Bytes bytes =
-        store_.Find({.high = request->hash().high(),
-                     .low = request->hash().low()},
-                    request->size());
+        store_.Find(wire::FromProto(request->hash()), request->size());
     if (bytes == nullptr) return absl::OkStatus();
     TESSERA_RETURN_IF_ERROR(
         range.buffer->Write(range.offset, bytes->data(), bytes->size()));
@@ -453,38 +396,7 @@ grpc::ServerUnaryReactor* Service::RegisterGraph(
                           absl::StrCat("[RegisterGraph] ",
                                        devices.status().message()));
     }
-    const BufferResolver resolve = [&session](uint64_t handle) {
-      return session->FindBuffer(handle);
-    };
-    absl::StatusOr<std::unique_ptr<DecodedGraph>> graph = DecodeGraph(
-        request->graph(), resolve, {.max_tensors = limits_.max_graph_nodes});
-    if (!graph.ok()) {
-      return absl::Status(graph.status().code(),
-                          absl::StrCat("[RegisterGraph] ",
-                                       graph.status().message()));
-    }
-    const int n_copies =
-        request->n_copies() == 0
-            ? 1
-            : static_cast<int>(std::min<uint32_t>(request->n_copies(), 1000));
-    TESSERA_ASSIGN_OR_RETURN(
-        std::unique_ptr<server::RegisteredGraph> registered,
-        RegisteredGraph::Create(*std::move(graph), *devices, n_copies,
-                                limits_));
-    response->set_n_splits(registered->n_splits());
-    uint64_t compute_bytes = 0;
-    for (const auto& [device, bytes] : registered->compute_buffer_bytes()) {
-      (*response->mutable_compute_buffer_bytes())[device] = bytes;
-      compute_bytes += bytes;
-    }
-    TESSERA_RETURN_IF_ERROR(
-        CheckQuota(*session, compute_bytes, "RegisterGraph"));
-    TESSERA_ASSIGN_OR_RETURN(
-        uint64_t handle,
-        session->AddGraph(
-            std::shared_ptr<server::RegisteredGraph>(std::move(registered))));
-    response->set_graph(handle);
-    return absl::OkStatus();
+    return RunRegisterGraph(*session, *devices, limits_, *request, *response);
   });
 }
 

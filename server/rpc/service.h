@@ -106,10 +106,6 @@ class Service final
   // Finishes a unary call with `status`.
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
                                         const absl::Status& status);
-  // RESOURCE_EXHAUSTED, with the numbers, when `bytes` more would take the
-  // session past limits_.session_memory_quota.
-  absl::Status CheckQuota(const Session& session, uint64_t bytes,
-                          absl::string_view call) const;
   // RESOURCE_EXHAUSTED when allocating `bytes` would leave less than
   // limits_.device_memory_reserve free on `device`.
   absl::Status CheckReserve(Device& device, uint64_t bytes) const;

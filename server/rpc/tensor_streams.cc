@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "proto/chunk_wire.h"
+#include "proto/raw_message.h"
+#include "proto/value_codec.h"
 #include "server/decoding/buffer_range.h"
 #include "server/rpc/grpc_status.h"
 
@@ -20,18 +22,11 @@ namespace {
 template <typename M>
 absl::Status ParseMessage(const grpc::ByteBuffer& raw, absl::string_view what,
                           M& message) {
-  grpc::ByteBuffer copy = raw;  // references the same slices
-  if (!grpc::SerializationTraits<M>::Deserialize(&copy, &message).ok()) {
+  if (!wire::ParseRaw(raw, message)) {
     return absl::InvalidArgumentError(
         absl::StrCat(std::string(what), " a message that does not parse"));
   }
   return absl::OkStatus();
-}
-
-template <typename M>
-void SerializeMessage(const M& message, grpc::ByteBuffer& raw) {
-  bool own_buffer = false;
-  grpc::SerializationTraits<M>::Serialize(message, &raw, &own_buffer).ok();
 }
 
 class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
@@ -91,8 +86,7 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
         ResolveRange(*session_, "[WriteTensor] dst", header.dst().buffer(),
                      header.dst().offset(), header.size()));
     if (header.has_hash() && header.size() >= ContentStore::kMinBytes) {
-      hash_ = wire::ContentHash{.high = header.hash().high(),
-                                .low = header.hash().low()};
+      hash_ = wire::FromProto(header.hash());
       kept_ = std::make_shared<std::string>();
       kept_->reserve(header.size());
     }
@@ -179,8 +173,7 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
     }
     v1::WriteTensorResponse response;
     response.set_bytes_written(written_);
-    SerializeMessage(response, *response_);
-    return absl::OkStatus();
+    return wire::SerializeRaw(response, "[WriteTensor]", *response_);
   }
 
   const TensorStreamContext& context_;

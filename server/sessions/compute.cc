@@ -1,5 +1,7 @@
 #include "server/sessions/compute.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -8,6 +10,7 @@
 #include "sched/scheduler.h"
 #include "server/decoding/graph_decoder.h"
 #include "server/decoding/graph_io.h"
+#include "server/sessions/registered_graph.h"
 
 namespace tessera::server {
 namespace {
@@ -56,12 +59,9 @@ absl::Status Run(Session& session, const std::vector<Device*>& devices,
   absl::Status status = sched->AllocGraph(*graph->graph);
   if (status.ok()) status = WriteInputs(request.inputs(), inputs, resolve);
   if (status.ok()) status = sched->ComputeAsync(*graph->graph);
-  for (size_t i = 0; status.ok() && i < outputs.size(); ++i) {
-    v1::TensorData* out = response.add_outputs();
-    out->set_id(request.outputs(i));
-    std::string* data = out->mutable_data();
-    data->resize(outputs[i]->NumBytes());
-    status = sched->GetTensorAsync(*outputs[i], data->data(), 0, data->size());
+  if (status.ok()) {
+    status = ReadOutputs(*sched, request.outputs(), outputs,
+                         *response.mutable_outputs());
   }
   if (absl::Status s = sched->Synchronize(); status.ok()) status = s;
   if (!status.ok()) {
@@ -79,6 +79,43 @@ absl::Status RunCompute(Session& session, const std::vector<Device*>& devices,
                         const v1::ComputeRequest& request,
                         v1::ComputeResponse& response) {
   return Annotated(Run(session, devices, limits, request, response));
+}
+
+absl::Status RunRegisterGraph(Session& session,
+                              const std::vector<Device*>& devices,
+                              const Limits& limits,
+                              const v1::RegisterGraphRequest& request,
+                              v1::RegisterGraphResponse& response) {
+  const BufferResolver resolve = [&session](uint64_t handle) {
+    return session.FindBuffer(handle);
+  };
+  absl::StatusOr<std::unique_ptr<DecodedGraph>> graph = DecodeGraph(
+      request.graph(), resolve, {.max_tensors = limits.max_graph_nodes});
+  if (!graph.ok()) {
+    return absl::Status(
+        graph.status().code(),
+        absl::StrCat("[RegisterGraph] ", graph.status().message()));
+  }
+  const int n_copies =
+      request.n_copies() == 0
+          ? 1
+          : static_cast<int>(std::min<uint32_t>(request.n_copies(), 1000));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<RegisteredGraph> registered,
+      RegisteredGraph::Create(*std::move(graph), devices, n_copies, limits));
+  response.set_n_splits(registered->n_splits());
+  uint64_t compute_bytes = 0;
+  for (const auto& [device, bytes] : registered->compute_buffer_bytes()) {
+    (*response.mutable_compute_buffer_bytes())[device] = bytes;
+    compute_bytes += bytes;
+  }
+  TESSERA_RETURN_IF_ERROR(session.CheckQuota(limits.session_memory_quota,
+                                             compute_bytes, "RegisterGraph"));
+  TESSERA_ASSIGN_OR_RETURN(
+      uint64_t handle,
+      session.AddGraph(std::shared_ptr<RegisteredGraph>(std::move(registered))));
+  response.set_graph(handle);
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::server

@@ -11,6 +11,9 @@
 
 namespace tessera::server {
 
+// Computations a session asks for: one-shot graphs (Compute) and graphs
+// registered for many executions (RegisterGraph).
+
 // One-shot Compute of `request` for `session` over `devices` (CPU last):
 //  1. Decode and validate the graph; check inputs (every input given) and
 //     outputs (flagged kFlagOutput so their memory is kept).
@@ -27,6 +30,22 @@ absl::Status RunCompute(Session& session, const std::vector<Device*>& devices,
                         const Limits& limits,
                         const v1::ComputeRequest& request,
                         v1::ComputeResponse& response);
+
+// RegisterGraph of `request` for `session` over `devices` (CPU last):
+//  1. Decode and validate the graph ("[RegisterGraph] " before the
+//     decoder's message).
+//  2. Place and allocate it with n_copies slots (0 means 1; RegisteredGraph
+//     checks the range) and report its splits and compute memory in
+//     `response`.
+//  3. Check the session's quota (`limits.session_memory_quota`) with the
+//     compute memory, then hand the graph to the session for its handle.
+// Errors: as DecodeGraph and RegisteredGraph::Create; RESOURCE_EXHAUSTED
+// over the quota; NOT_FOUND once the session is closed.
+absl::Status RunRegisterGraph(Session& session,
+                              const std::vector<Device*>& devices,
+                              const Limits& limits,
+                              const v1::RegisterGraphRequest& request,
+                              v1::RegisterGraphResponse& response);
 
 }  // namespace tessera::server
 

@@ -174,12 +174,9 @@ RegisteredGraph::SubmitLocked(const v1::ExecuteRequest& request,
   std::unique_ptr<Execution> execution(new Execution(failed_));
   absl::Status status = WriteInputs(request.inputs(), inputs, resolve);
   if (status.ok()) status = sched_->ComputeAsync(*graph_->graph);
-  for (size_t i = 0; status.ok() && i < outputs.size(); ++i) {
-    v1::TensorData* out = response.add_outputs();
-    out->set_id(request.outputs(i));
-    std::string* data = out->mutable_data();
-    data->resize(outputs[i]->NumBytes());
-    status = sched_->GetTensorAsync(*outputs[i], data->data(), 0, data->size());
+  if (status.ok()) {
+    status = ReadOutputs(*sched_, request.outputs(), outputs,
+                         *response.mutable_outputs());
   }
   if (status.ok() && use_events_) {
     for (const std::unique_ptr<Stream>& stream : streams_) {

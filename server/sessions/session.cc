@@ -13,75 +13,11 @@ Session::Session(std::string id, std::string client_name,
                  std::atomic<uint64_t>& next_handle)
     : id_(std::move(id)),
       client_name_(std::move(client_name)),
-      next_handle_(next_handle),
+      buffers_(id_, "buffer", next_handle),
+      graphs_(id_, "graph", next_handle),
       last_used_(absl::Now()) {}
 
 Session::~Session() { Close(); }
-
-absl::Status Session::NotFound(absl::string_view what, uint64_t handle) const {
-  return absl::NotFoundError(absl::StrCat("[Session ", id_, "] no ", what,
-                                          " with handle ", handle,
-                                          " in this session"));
-}
-
-absl::StatusOr<uint64_t> Session::AddBuffer(std::unique_ptr<Buffer> buffer) {
-  absl::MutexLock lock(&mu_);
-  if (closed_) {
-    return absl::NotFoundError(
-        absl::StrCat("[Session ", id_, "] the session is closed"));
-  }
-  const uint64_t handle = next_handle_.fetch_add(1);
-  buffers_.emplace(handle, std::shared_ptr<Buffer>(std::move(buffer)));
-  return handle;
-}
-
-absl::StatusOr<std::shared_ptr<Buffer>> Session::FindBuffer(
-    uint64_t handle) const {
-  absl::MutexLock lock(&mu_);
-  auto it = buffers_.find(handle);
-  if (it == buffers_.end()) return NotFound("buffer", handle);
-  return it->second;
-}
-
-absl::Status Session::FreeBuffer(uint64_t handle) {
-  std::shared_ptr<Buffer> freed;  // released outside the lock
-  absl::MutexLock lock(&mu_);
-  auto it = buffers_.find(handle);
-  if (it == buffers_.end()) return NotFound("buffer", handle);
-  freed = std::move(it->second);
-  buffers_.erase(it);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<uint64_t> Session::AddGraph(
-    std::shared_ptr<RegisteredGraph> graph) {
-  absl::MutexLock lock(&mu_);
-  if (closed_) {
-    return absl::NotFoundError(
-        absl::StrCat("[Session ", id_, "] the session is closed"));
-  }
-  const uint64_t handle = next_handle_.fetch_add(1);
-  graphs_.emplace(handle, std::move(graph));
-  return handle;
-}
-
-absl::StatusOr<std::shared_ptr<RegisteredGraph>> Session::FindGraph(
-    uint64_t handle) const {
-  absl::MutexLock lock(&mu_);
-  auto it = graphs_.find(handle);
-  if (it == graphs_.end()) return NotFound("graph", handle);
-  return it->second;
-}
-
-absl::Status Session::ReleaseGraph(uint64_t handle) {
-  std::shared_ptr<RegisteredGraph> released;  // destroyed outside the lock
-  absl::MutexLock lock(&mu_);
-  auto it = graphs_.find(handle);
-  if (it == graphs_.end()) return NotFound("graph", handle);
-  released = std::move(it->second);
-  graphs_.erase(it);
-  return absl::OkStatus();
-}
 
 absl::StatusOr<Stream*> Session::ComputeStream(Device& device) {
   auto it = streams_.find(&device);
@@ -94,22 +30,24 @@ absl::StatusOr<Stream*> Session::ComputeStream(Device& device) {
 }
 
 size_t Session::memory_held() const {
-  absl::MutexLock lock(&mu_);
-  size_t bytes = 0;
-  for (const auto& [handle, buffer] : buffers_) bytes += buffer->size();
-  for (const auto& [handle, graph] : graphs_) bytes += graph->memory_bytes();
-  return bytes;
+  return buffers_.Sum([](const Buffer& buffer) { return buffer.size(); }) +
+         graphs_.Sum(
+             [](const RegisteredGraph& graph) { return graph.memory_bytes(); });
 }
 
-size_t Session::num_buffers() const {
-  absl::MutexLock lock(&mu_);
-  return buffers_.size();
+absl::Status Session::CheckQuota(uint64_t quota, uint64_t bytes,
+                                 absl::string_view call) const {
+  if (quota == 0) return absl::OkStatus();
+  const uint64_t held = memory_held();
+  if (bytes <= quota && held <= quota - bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "[", call, "] the session holds ", held, " bytes and asks for ", bytes,
+      " more; its quota (--session_memory_quota) is ", quota, " bytes"));
 }
 
-size_t Session::num_graphs() const {
-  absl::MutexLock lock(&mu_);
-  return graphs_.size();
-}
+size_t Session::num_buffers() const { return buffers_.size(); }
+
+size_t Session::num_graphs() const { return graphs_.size(); }
 
 void Session::Touch() {
   absl::MutexLock lock(&mu_);
@@ -126,19 +64,20 @@ bool Session::closed() const {
   return closed_;
 }
 
-// 1. Mark closed and take the buffers and graphs out under mu_.
-// 2. Destroy them outside it (a graph's destructor waits for its work).
+// 1. Mark closed, and close the tables taking the buffers and graphs out.
+// 2. Destroy them outside any lock (a graph's destructor waits for its
+//    work).
 // 3. Destroy the one-shot streams once no compute uses them.
 // 4. Tell the listener.
 void Session::Close() {
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Buffer>> buffers;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<RegisteredGraph>> graphs;
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
-    buffers.swap(buffers_);
-    graphs.swap(graphs_);
   }
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Buffer>> buffers =
+      buffers_.Close();
+  absl::flat_hash_map<uint64_t, std::shared_ptr<RegisteredGraph>> graphs =
+      graphs_.Close();
   graphs.clear();
   buffers.clear();
   {

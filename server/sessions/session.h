@@ -7,17 +7,19 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "backend/buffer.h"
 #include "backend/device.h"
 #include "backend/stream.h"
+#include "server/sessions/handle_table.h"
 
 namespace tessera::server {
 
@@ -45,16 +47,25 @@ class Session {
 
   // Takes ownership of `buffer` and returns its handle (never 0).
   // Errors: NOT_FOUND once the session is closed.
-  absl::StatusOr<uint64_t> AddBuffer(std::unique_ptr<Buffer> buffer);
+  absl::StatusOr<uint64_t> AddBuffer(std::unique_ptr<Buffer> buffer) {
+    return buffers_.Add(std::move(buffer));
+  }
   // Errors: NOT_FOUND for a handle this session does not hold.
-  absl::StatusOr<std::shared_ptr<Buffer>> FindBuffer(uint64_t handle) const;
-  absl::Status FreeBuffer(uint64_t handle);
+  absl::StatusOr<std::shared_ptr<Buffer>> FindBuffer(uint64_t handle) const {
+    return buffers_.Find(handle);
+  }
+  absl::Status FreeBuffer(uint64_t handle) { return buffers_.Remove(handle); }
 
-  // Errors: as the buffer calls.
-  absl::StatusOr<uint64_t> AddGraph(std::shared_ptr<RegisteredGraph> graph);
+  // Errors: as the buffer calls. A released graph is destroyed (waiting for
+  // its work) once no request uses it, outside the session's locks.
+  absl::StatusOr<uint64_t> AddGraph(std::shared_ptr<RegisteredGraph> graph) {
+    return graphs_.Add(std::move(graph));
+  }
   absl::StatusOr<std::shared_ptr<RegisteredGraph>> FindGraph(
-      uint64_t handle) const;
-  absl::Status ReleaseGraph(uint64_t handle);
+      uint64_t handle) const {
+    return graphs_.Find(handle);
+  }
+  absl::Status ReleaseGraph(uint64_t handle) { return graphs_.Remove(handle); }
 
   // The stream of `device` that one-shot computes of this session run on,
   // created on first use. Callers hold compute_mutex() while they queue work
@@ -72,6 +83,10 @@ class Session {
   size_t memory_held() const;
   size_t num_buffers() const;
   size_t num_graphs() const;
+  // RESOURCE_EXHAUSTED, with the numbers, when `bytes` more would take the
+  // session past `quota` bytes (0: no quota); `call` names the RPC.
+  absl::Status CheckQuota(uint64_t quota, uint64_t bytes,
+                          absl::string_view call) const;
 
   // Records activity now (idle expiry counts from the last one).
   void Touch();
@@ -88,20 +103,17 @@ class Session {
   void SetCloseListener(std::function<void()> listener);
 
  private:
-  absl::Status NotFound(absl::string_view what, uint64_t handle) const;
-
   // Constant after construction.
   const std::string id_;
   const std::string client_name_;
-  std::atomic<uint64_t>& next_handle_;
+
+  // Synchronized by themselves; closed by Close().
+  HandleTable<Buffer> buffers_;
+  HandleTable<RegisteredGraph> graphs_;
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Buffer>> buffers_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::shared_ptr<RegisteredGraph>> graphs_
-      ABSL_GUARDED_BY(mu_);
   absl::Time last_used_ ABSL_GUARDED_BY(mu_);
 
   // Streams by device, protected by compute_mu_.

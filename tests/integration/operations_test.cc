@@ -165,19 +165,19 @@ TEST(OperationsTest, QuotaExceededIsResourceExhaustedAndTheSessionGoesOn) {
   auto client = Client::Connect(daemon->address(), Quick()).value();
   EXPECT_EQ(client->limits().session_memory_quota(), uint64_t{3} << 20);
   auto first =
-      client->AllocBuffer("cpu0", 2 << 20, v1::BUFFER_USAGE_WEIGHTS).value();
+      client->AllocBuffer("cpu0", 2 << 20, BufferUsage::kWeights).value();
   absl::StatusOr<client::RemoteBufferInfo> second =
-      client->AllocBuffer("cpu0", 2 << 20, v1::BUFFER_USAGE_WEIGHTS);
+      client->AllocBuffer("cpu0", 2 << 20, BufferUsage::kWeights);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(second.status().message().find("3145728"), absl::string_view::npos)
       << second.status();
   // Another session has its own quota.
   auto other = Client::Connect(daemon->address(), Quick()).value();
   EXPECT_TRUE(
-      other->AllocBuffer("cpu0", 2 << 20, v1::BUFFER_USAGE_WEIGHTS).ok());
+      other->AllocBuffer("cpu0", 2 << 20, BufferUsage::kWeights).ok());
   ASSERT_TRUE(client->FreeBuffer(first.handle).ok());
   EXPECT_TRUE(
-      client->AllocBuffer("cpu0", 2 << 20, v1::BUFFER_USAGE_WEIGHTS).ok());
+      client->AllocBuffer("cpu0", 2 << 20, BufferUsage::kWeights).ok());
 }
 
 // A port that was free a moment ago.
@@ -225,7 +225,7 @@ TEST(OperationsTest, MetricsMoveWithTraffic) {
 
   constexpr uint64_t kBytes = 3 << 20;
   auto buffer =
-      client->AllocBuffer("cpu0", kBytes, v1::BUFFER_USAGE_WEIGHTS).value();
+      client->AllocBuffer("cpu0", kBytes, BufferUsage::kWeights).value();
   std::vector<char> data(kBytes, 7), back(kBytes);
   v1::TensorRef ref;
   ref.set_buffer(buffer.handle);
@@ -267,7 +267,7 @@ TEST(OperationsTest, ASecondUploadOfTheSameWeightsSendsNoBytes) {
     const double before = Scrape(port)["tessera_received_bytes_total"];
     auto client = Client::Connect(address, Quick()).value();
     auto buffer =
-        client->AllocBuffer("cpu0", kBytes, v1::BUFFER_USAGE_WEIGHTS).value();
+        client->AllocBuffer("cpu0", kBytes, BufferUsage::kWeights).value();
     v1::TensorRef ref;
     ref.set_buffer(buffer.handle);
     EXPECT_TRUE(client->WriteTensorCached(ref, weights.data(), kBytes).ok());

@@ -28,7 +28,9 @@
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/tessera.grpc.pb.h"
 #include "sched/testing/models.h"
 #include "tests/integration/daemon_process.h"
 
@@ -159,7 +161,7 @@ class SessionsTest : public ::testing::Test {
 TEST_F(SessionsTest, HandlesOfAnotherSessionAreNotFound) {
   auto a = Client::Connect(daemon_->address()).value();
   auto b = Client::Connect(daemon_->address()).value();
-  auto buf = a->AllocBuffer("cpu0", 256, v1::BUFFER_USAGE_ANY).value();
+  auto buf = a->AllocBuffer("cpu0", 256, BufferUsage::kAny).value();
   std::vector<uint8_t> secret(256, 0x5a);
   v1::TensorRef ref;
   ref.set_buffer(buf.handle);
@@ -171,7 +173,7 @@ TEST_F(SessionsTest, HandlesOfAnotherSessionAreNotFound) {
   EXPECT_TRUE(absl::IsNotFound(b->MemsetTensor(ref, 0, 256)));
   EXPECT_TRUE(absl::IsNotFound(b->ClearBuffer(buf.handle, 0)));
   EXPECT_TRUE(absl::IsNotFound(b->FreeBuffer(buf.handle)));
-  auto own = b->AllocBuffer("cpu0", 256, v1::BUFFER_USAGE_ANY).value();
+  auto own = b->AllocBuffer("cpu0", 256, BufferUsage::kAny).value();
   v1::TensorRef dst;
   dst.set_buffer(own.handle);
   EXPECT_TRUE(absl::IsNotFound(b->CopyTensor(ref, dst, 256)));
@@ -241,10 +243,13 @@ int DoomedClient(const std::string& mode, const std::string& address) {
   auto client = Client::Connect(address).value();
   if (mode == "upload") {
     auto buf =
-        client->AllocBuffer("cpu0", kDoomedBytes, v1::BUFFER_USAGE_ANY).value();
+        client->AllocBuffer("cpu0", kDoomedBytes, BufferUsage::kAny).value();
+    // A stream the client library would never leave open: raw stubs.
+    auto stub = v1::Tessera::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     v1::WriteTensorResponse response;
-    auto writer = client->stub().WriteTensor(&context, &response);
+    auto writer = stub->WriteTensor(&context, &response);
     v1::WriteTensorRequest request;
     request.mutable_header()->set_session(client->session());
     request.mutable_header()->mutable_dst()->set_buffer(buf.handle);
