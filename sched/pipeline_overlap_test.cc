@@ -3,7 +3,6 @@
 // spans are observed through events on each stream (sched/testing/
 // timeline_stream.h), so the check has no timing threshold.
 
-#include <cstring>
 #include <vector>
 
 #include "backend/assembly/device_spec.h"
@@ -14,8 +13,7 @@
 namespace tessera {
 namespace {
 
-using testing::kBatches;
-using testing::Overlaps;
+using testing::ExpectPipelinedOverlap;
 using testing::TwoStages;
 
 TEST(PipelineOverlapTest, NextMicroBatchStartsBeforeThePreviousEnds) {
@@ -30,27 +28,7 @@ TEST(PipelineOverlapTest, NextMicroBatchStartsBeforeThePreviousEnds) {
       *registry.devices()[1]->CreateStream(), timeline);
   ASSERT_TRUE(s0.ok() && s1.ok());
 
-  // One graph in flight: the stages take turns, never overlapping.
-  absl::StatusOr<std::vector<std::vector<float>>> serial =
-      model.Run({s0->get(), s1->get()}, 1);
-  ASSERT_TRUE(serial.ok()) << serial.status();
-  EXPECT_EQ(Overlaps(timeline, 0, 1, 0), 0);
-
-  // Four in flight: micro-batch k+1 enters stage 0 while k is in stage 1.
-  absl::StatusOr<std::vector<std::vector<float>>> pipelined =
-      model.Run({s0->get(), s1->get()}, 4);
-  ASSERT_TRUE(pipelined.ok()) << pipelined.status();
-  ASSERT_EQ(timeline.Started(0), 2 * kBatches);
-  ASSERT_EQ(timeline.Started(1), 2 * kBatches);
-  // A late observation can hide an overlap (never invent one), so on a
-  // loaded machine a few may be missed; most must be seen.
-  EXPECT_GE(Overlaps(timeline, 0, 1, kBatches), (kBatches - 1) / 2);
-  for (int k = 0; k < kBatches; ++k) {
-    EXPECT_EQ(std::memcmp((*serial)[k].data(), (*pipelined)[k].data(),
-                          (*serial)[k].size() * sizeof(float)),
-              0)
-        << "micro-batch " << k;
-  }
+  ExpectPipelinedOverlap(model, timeline, {s0->get(), s1->get()});
 }
 
 }  // namespace

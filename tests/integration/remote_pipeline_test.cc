@@ -4,7 +4,6 @@
 // before micro-batch k's last stage ends (observed through events, no
 // timing threshold), and the results equal n_copies 1 bitwise.
 
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -22,8 +21,7 @@ namespace {
 using client::Client;
 using client::RemoteDevice;
 using testing::DaemonProcess;
-using testing::kBatches;
-using testing::Overlaps;
+using testing::ExpectPipelinedOverlap;
 using testing::TwoStages;
 
 TEST(RemotePipelineTest, StagesOnTwoDaemonsOverlap) {
@@ -59,21 +57,7 @@ TEST(RemotePipelineTest, StagesOnTwoDaemonsOverlap) {
   ASSERT_TRUE(s0.ok() && s1.ok());
   const std::vector<Stream*> streams = {s0->get(), s1->get(), cpu->get()};
 
-  absl::StatusOr<std::vector<std::vector<float>>> serial = model.Run(streams, 1);
-  ASSERT_TRUE(serial.ok()) << serial.status();
-  EXPECT_EQ(Overlaps(timeline, 0, 1, 0), 0);
-  absl::StatusOr<std::vector<std::vector<float>>> pipelined =
-      model.Run(streams, 4);
-  ASSERT_TRUE(pipelined.ok()) << pipelined.status();
-  ASSERT_EQ(timeline.Started(0), 2 * kBatches);
-  ASSERT_EQ(timeline.Started(1), 2 * kBatches);
-  EXPECT_GE(Overlaps(timeline, 0, 1, kBatches), (kBatches - 1) / 2);
-  for (int k = 0; k < kBatches; ++k) {
-    EXPECT_EQ(std::memcmp((*serial)[k].data(), (*pipelined)[k].data(),
-                          (*serial)[k].size() * sizeof(float)),
-              0)
-        << "micro-batch " << k;
-  }
+  ExpectPipelinedOverlap(model, timeline, streams);
 }
 
 }  // namespace
