@@ -7,8 +7,9 @@
 // S / time and busbw = algbw * 2(n-1)/n (the bytes each rank would move in
 // a ring). memcpy GB/s is S / time of one memcpy of S bytes between two
 // buffers already touched; the last column is busbw / memcpy. Times are
-// medians of repeated calls; a call is AllReduce then Synchronize of every
-// member stream.
+// medians of repeated calls, all-reduce and memcpy alternating so that
+// both see the same machine load; an all-reduce call is AllReduce then
+// Synchronize of every member stream.
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,20 +41,30 @@ constexpr int kRanks = 2;
 constexpr size_t kMinBytes = size_t{1} << 10;
 constexpr size_t kMaxBytes = size_t{256} << 20;
 
-// Median seconds of `repeats` calls of fn, after one warm-up call.
-template <typename Fn>
-double MedianSeconds(int repeats, Fn fn) {
-  fn();
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = Clock::now();
-    fn();
-    times.push_back(
-        std::chrono::duration<double>(Clock::now() - start).count());
-  }
+double Median(std::vector<double> times) {
   std::nth_element(times.begin(), times.begin() + times.size() / 2,
                    times.end());
   return times[times.size() / 2];
+}
+
+// Median seconds per call of `a` and of `b`, called alternately `repeats`
+// times each after one warm-up call, so that both see the same load.
+template <typename A, typename B>
+std::pair<double, double> MedianSeconds(int repeats, A a, B b) {
+  a();
+  b();
+  std::vector<double> times_a, times_b;
+  for (int i = 0; i < repeats; ++i) {
+    auto start = Clock::now();
+    a();
+    times_a.push_back(
+        std::chrono::duration<double>(Clock::now() - start).count());
+    start = Clock::now();
+    b();
+    times_b.push_back(
+        std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return {Median(std::move(times_a)), Median(std::move(times_b))};
 }
 
 // Repeats for `bytes`: many for small sizes, 5 at 256 MiB.
@@ -103,18 +115,17 @@ absl::Status Run() {
       tensors.push_back(t);
       buffers.push_back(std::move(buffer));
     }
+    std::vector<char> src(bytes, 1), dst(bytes, 2);
     const int repeats = RepeatsFor(bytes);
     absl::Status status;
-    const double reduce = MedianSeconds(repeats, [&] {
-      status.Update(comm->AllReduce(streams, tensors));
-      for (Stream* s : streams) status.Update(s->Synchronize());
-    });
+    const auto [reduce, copy] = MedianSeconds(
+        repeats,
+        [&] {
+          status.Update(comm->AllReduce(streams, tensors));
+          for (Stream* s : streams) status.Update(s->Synchronize());
+        },
+        [&] { std::memcpy(dst.data(), src.data(), bytes); });
     TESSERA_RETURN_IF_ERROR(status);
-    buffers.clear();
-
-    std::vector<char> src(bytes, 1), dst(bytes, 2);
-    const double copy = MedianSeconds(
-        repeats, [&] { std::memcpy(dst.data(), src.data(), bytes); });
 
     const double algbw = bytes / reduce / 1e9;
     const double busbw = algbw * 2.0 * (kRanks - 1) / kRanks;

@@ -49,6 +49,23 @@ std::pair<uint64_t, uint64_t> PartRange(uint64_t total, int part, int parts,
   return {start(part), start(part + 1)};
 }
 
+// acc[j] += the F32 value at src + 4 j, for j < n (src may be unaligned).
+void AccumulateF32(const char* src, float* acc, int64_t n) {
+  if (n == kTile) {
+    for (int64_t j = 0; j < kTile; ++j) {
+      float x;
+      std::memcpy(&x, src + 4 * j, sizeof(x));
+      acc[j] += x;
+    }
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    float x;
+    std::memcpy(&x, src + 4 * j, sizeof(x));
+    acc[j] += x;
+  }
+}
+
 // dst[i] = sum over r of srcs[r][i] for i < n, for every dst, in `type`
 // (accumulated in F32, rounded once). A source may be a destination: each
 // tile is read from every source before it is written.
@@ -61,12 +78,12 @@ void Reduce(Type type, const Pointers& srcs, const Pointers& dsts, int64_t n) {
     const size_t at = static_cast<size_t>(i) * size;
     RowToFloat(type, srcs[0] + at, acc, len);
     for (size_t r = 1; r < srcs.size(); ++r) {
-      RowToFloat(type, srcs[r] + at, tmp, len);
-      if (len == kTile) {
-        for (int64_t j = 0; j < kTile; ++j) acc[j] += tmp[j];
-      } else {
-        for (int64_t j = 0; j < len; ++j) acc[j] += tmp[j];
+      if (type == Type::kF32) {
+        AccumulateF32(srcs[r] + at, acc, len);
+        continue;
       }
+      RowToFloat(type, srcs[r] + at, tmp, len);
+      for (int64_t j = 0; j < len; ++j) acc[j] += tmp[j];
     }
     for (char* dst : dsts) RowFromFloat(type, acc, dst + at, len);
   }
