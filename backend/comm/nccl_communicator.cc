@@ -1,0 +1,256 @@
+#include "backend/comm/nccl_communicator.h"
+
+#include <cstddef>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "backend/buffer.h"
+#include "base/status_macros.h"
+
+namespace tessera {
+namespace {
+
+// Invalid arguments and usage leave the communicators usable; every other
+// NCCL error is fatal to them.
+bool IsFatal(ncclResult_t result) {
+  return result != ncclSuccess && result != ncclInvalidArgument &&
+         result != ncclInvalidUsage;
+}
+
+absl::Status NcclError(ncclResult_t result, absl::string_view where,
+                       absl::string_view call) {
+  const std::string message =
+      absl::StrCat(where, " ", call, ": ", ncclGetErrorString(result));
+  switch (result) {
+    case ncclSuccess:
+      return absl::OkStatus();
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+      return absl::InvalidArgumentError(message);
+    case ncclSystemError:
+    case ncclRemoteError:
+      return absl::UnavailableError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+ncclDataType_t NcclType(Type type) {
+  switch (type) {
+    case Type::kF16:
+      return ncclFloat16;
+    case Type::kBF16:
+      return ncclBfloat16;
+    default:
+      return ncclFloat32;
+  }
+}
+
+}  // namespace
+
+void NcclCommDestroyer::operator()(ncclComm_t comm) const {
+  // Nothing to report to at destruction.
+  (void)ncclCommDestroy(comm);
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
+    absl::Span<Device* const> devices, absl::Span<const int> ordinals) {
+  constexpr absl::string_view kWhere = "[NcclCommunicator::Create]";
+  if (devices.empty() || devices.size() != ordinals.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhere, " ", devices.size(), " devices and ",
+                     ordinals.size(), " ordinals"));
+  }
+  absl::flat_hash_set<int> seen;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kWhere, " device of rank ", i, " is null"));
+    }
+    if (!seen.insert(ordinals[i]).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kWhere, " CUDA ordinal ", ordinals[i], " is a member twice"));
+    }
+  }
+  std::vector<ncclComm_t> raw(devices.size(), nullptr);
+  const ncclResult_t result = ncclCommInitAll(
+      raw.data(), static_cast<int>(raw.size()), ordinals.data());
+  if (result != ncclSuccess) {
+    return NcclError(result, kWhere, "ncclCommInitAll");
+  }
+  std::vector<NcclComm> comms;
+  for (ncclComm_t comm : raw) comms.emplace_back(comm);
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
+      std::vector<Device*>(devices.begin(), devices.end()),
+      std::vector<int>(ordinals.begin(), ordinals.end()), std::move(comms)));
+}
+
+NcclCommunicator::NcclCommunicator(std::vector<Device*> devices,
+                                   std::vector<int> ordinals,
+                                   std::vector<NcclComm> comms)
+    : devices_(std::move(devices)),
+      ordinals_(std::move(ordinals)),
+      comms_(std::move(comms)) {}
+
+NcclCommunicator::~NcclCommunicator() = default;
+
+absl::StatusOr<std::vector<NativeCudaStream*>> NcclCommunicator::NativeStreams(
+    absl::Span<Stream* const> streams, absl::string_view where) const {
+  std::vector<NativeCudaStream*> native;
+  for (int i = 0; i < size(); ++i) {
+    auto* stream = dynamic_cast<NativeCudaStream*>(streams[i]);
+    if (stream == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " stream of rank ", i, " (", devices_[i]->name(),
+                       ") does not expose a CUDA stream (NativeCudaStream)"));
+    }
+    if (stream->cuda_ordinal() != ordinals_[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " stream of rank ", i, " is on CUDA device ",
+                       stream->cuda_ordinal(), ", not ", ordinals_[i]));
+    }
+    native.push_back(stream);
+  }
+  return native;
+}
+
+absl::Status NcclCommunicator::CheckMemory(absl::Span<Tensor* const> tensors,
+                                           absl::string_view role,
+                                           absl::string_view where) const {
+  for (int i = 0; i < size(); ++i) {
+    if (&tensors[i]->buffer->type().device() != devices_[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, " ", role, " tensor of rank ", i, " (", Describe(*tensors[i]),
+          ") is not in memory of device ", devices_[i]->name()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::Launch(absl::Span<Stream* const> streams,
+                                      absl::string_view where, RankOp op) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<NativeCudaStream*> native,
+                           NativeStreams(streams, where));
+  absl::MutexLock lock(&mu_);
+  if (!fatal_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        where,
+        " the NCCL communicators were aborted after: ", fatal_.message()));
+  }
+  auto fail_all = [&native](const absl::Status& status) {
+    for (NativeCudaStream* stream : native) stream->Fail(status);
+    return status;
+  };
+  // A member that already failed fails the collective for every rank.
+  for (int i = 0; i < size(); ++i) {
+    absl::Status member = native[i]->status();
+    if (!member.ok()) {
+      return fail_all(absl::Status(
+          member.code(),
+          absl::StrCat(where, " rank ", i, " (", devices_[i]->name(),
+                       ") failed before the collective: ", member.message())));
+    }
+  }
+  ncclResult_t result = ncclGroupStart();
+  absl::string_view call = "ncclGroupStart";
+  if (result == ncclSuccess) {
+    for (int i = 0; i < size() && result == ncclSuccess; ++i) {
+      result = op(i, native[i]->cuda_stream());
+    }
+    call = "enqueueing a rank's operation";
+    // The group must be closed whatever happened inside it.
+    const ncclResult_t end = ncclGroupEnd();
+    if (result == ncclSuccess) {
+      result = end;
+      call = "ncclGroupEnd";
+    }
+  }
+  if (result == ncclSuccess) return absl::OkStatus();
+  absl::Status status = NcclError(result, where, call);
+  if (IsFatal(result)) AbortLocked(status);
+  return fail_all(status);
+}
+
+void NcclCommunicator::AbortLocked(const absl::Status& status) {
+  fatal_ = status;
+  for (NcclComm& comm : comms_) (void)ncclCommAbort(comm.release());
+  comms_.clear();
+}
+
+absl::Status NcclCommunicator::CheckAsyncError() {
+  constexpr absl::string_view kWhere = "[NcclCommunicator::CheckAsyncError]";
+  absl::MutexLock lock(&mu_);
+  if (!fatal_.ok()) return fatal_;
+  for (NcclComm& comm : comms_) {
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t result = ncclCommGetAsyncError(comm.get(), &async);
+    if (result == ncclSuccess) result = async;
+    if (result != ncclSuccess && result != ncclInProgress) {
+      absl::Status status = NcclError(result, kWhere, "ncclCommGetAsyncError");
+      if (IsFatal(result)) AbortLocked(status);
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::AllReduce(absl::Span<Stream* const> streams,
+                                         absl::Span<Tensor* const> tensors) {
+  constexpr absl::string_view kWhere = "[NcclCommunicator::AllReduce]";
+  TESSERA_RETURN_IF_ERROR(CheckAllReduceArgs(*this, streams, tensors, kWhere));
+  TESSERA_RETURN_IF_ERROR(CheckMemory(tensors, "tensor", kWhere));
+  const size_t count = tensors[0]->NumElements();
+  const ncclDataType_t type = NcclType(tensors[0]->type);
+  return Launch(streams, kWhere, [&](int i, CUstream_st* stream) {
+    return ncclAllReduce(tensors[i]->data, tensors[i]->data, count, type,
+                         ncclSum, comms_[i].get(), stream);
+  });
+}
+
+absl::Status NcclCommunicator::AllGather(absl::Span<Stream* const> streams,
+                                         absl::Span<Tensor* const> send,
+                                         absl::Span<Tensor* const> recv) {
+  constexpr absl::string_view kWhere = "[NcclCommunicator::AllGather]";
+  TESSERA_RETURN_IF_ERROR(
+      CheckAllGatherArgs(*this, streams, send, recv, kWhere));
+  TESSERA_RETURN_IF_ERROR(CheckMemory(send, "send", kWhere));
+  TESSERA_RETURN_IF_ERROR(CheckMemory(recv, "recv", kWhere));
+  const size_t bytes = send[0]->NumBytes();
+  return Launch(streams, kWhere, [&](int i, CUstream_st* stream) {
+    return ncclAllGather(send[i]->data, recv[i]->data, bytes, ncclInt8,
+                         comms_[i].get(), stream);
+  });
+}
+
+absl::Status NcclCommunicator::ReduceScatter(absl::Span<Stream* const> streams,
+                                             absl::Span<Tensor* const> send,
+                                             absl::Span<Tensor* const> recv) {
+  constexpr absl::string_view kWhere = "[NcclCommunicator::ReduceScatter]";
+  TESSERA_RETURN_IF_ERROR(
+      CheckReduceScatterArgs(*this, streams, send, recv, kWhere));
+  TESSERA_RETURN_IF_ERROR(CheckMemory(send, "send", kWhere));
+  TESSERA_RETURN_IF_ERROR(CheckMemory(recv, "recv", kWhere));
+  const size_t count = recv[0]->NumElements();
+  const ncclDataType_t type = NcclType(recv[0]->type);
+  return Launch(streams, kWhere, [&](int i, CUstream_st* stream) {
+    return ncclReduceScatter(send[i]->data, recv[i]->data, count, type, ncclSum,
+                             comms_[i].get(), stream);
+  });
+}
+
+absl::Status NcclCommunicator::Broadcast(absl::Span<Stream* const> streams,
+                                         int root,
+                                         absl::Span<Tensor* const> tensors) {
+  constexpr absl::string_view kWhere = "[NcclCommunicator::Broadcast]";
+  TESSERA_RETURN_IF_ERROR(
+      CheckBroadcastArgs(*this, streams, root, tensors, kWhere));
+  TESSERA_RETURN_IF_ERROR(CheckMemory(tensors, "tensor", kWhere));
+  const size_t bytes = tensors[0]->NumBytes();
+  return Launch(streams, kWhere, [&](int i, CUstream_st* stream) {
+    return ncclBroadcast(tensors[i]->data, tensors[i]->data, bytes, ncclInt8,
+                         root, comms_[i].get(), stream);
+  });
+}
+
+}  // namespace tessera

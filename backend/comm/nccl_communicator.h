@@ -1,0 +1,116 @@
+#ifndef TESSERA_BACKEND_COMM_NCCL_COMMUNICATOR_H_
+#define TESSERA_BACKEND_COMM_NCCL_COMMUNICATOR_H_
+
+#include <nccl.h>
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "backend/comm/communicator.h"
+#include "backend/comm/native_cuda_stream.h"
+#include "backend/device.h"
+#include "backend/stream.h"
+
+namespace tessera {
+
+// Destroys an NCCL communicator (ncclCommDestroy).
+struct NcclCommDestroyer {
+  void operator()(ncclComm_t comm) const;
+};
+// An owned NCCL communicator; ncclCommAbort(ptr.release()) aborts it.
+using NcclComm = std::unique_ptr<ncclComm, NcclCommDestroyer>;
+
+// The Communicator for CUDA members of one process, over NCCL
+// (ncclCommInitAll). Contract: backend/comm/communicator.h, with these
+// specifics:
+//   - every member stream must implement NativeCudaStream (else
+//     INVALID_ARGUMENT), on the rank's CUDA ordinal; tensors must lie in
+//     buffers of the rank's device;
+//   - a call enqueues one NCCL group (one operation per rank) on the
+//     members' CUDA streams and returns: the GPUs order it with the
+//     streams' work;
+//   - a member stream whose sticky status is an error when the call is
+//     made fails the collective on every member stream (NativeCudaStream::
+//     Fail) with a status naming it, and the call returns that status;
+//   - an NCCL error while enqueueing is returned (its message from
+//     ncclGetErrorString) and made every member stream's sticky status; a
+//     fatal one (anything but an invalid argument or usage) aborts the
+//     communicators (ncclCommAbort), after which every call is
+//     FAILED_PRECONDITION until a new NcclCommunicator is created.
+// Errors of the operations on the GPU (e.g. a peer lost) surface through
+// the streams' CUDA status and CheckAsyncError.
+class NcclCommunicator final : public Communicator {
+ public:
+  // A communicator over `devices` (rank i = devices[i], CUDA ordinal
+  // ordinals[i]). Errors: INVALID_ARGUMENT for no devices, counts that
+  // differ, a null device or a repeated ordinal; INTERNAL or UNAVAILABLE
+  // when NCCL cannot initialize (e.g. no GPU).
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
+      absl::Span<Device* const> devices, absl::Span<const int> ordinals);
+  // Destroys the NCCL communicators (their queued operations finish first).
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int size() const override { return static_cast<int>(devices_.size()); }
+  Device& device(int rank) const override { return *devices_[rank]; }
+
+  absl::Status AllReduce(absl::Span<Stream* const> streams,
+                         absl::Span<Tensor* const> tensors) override;
+  absl::Status AllGather(absl::Span<Stream* const> streams,
+                         absl::Span<Tensor* const> send,
+                         absl::Span<Tensor* const> recv) override;
+  absl::Status ReduceScatter(absl::Span<Stream* const> streams,
+                             absl::Span<Tensor* const> send,
+                             absl::Span<Tensor* const> recv) override;
+  absl::Status Broadcast(absl::Span<Stream* const> streams, int root,
+                         absl::Span<Tensor* const> tensors) override;
+
+  // Polls every NCCL communicator for an asynchronous error; a fatal one
+  // aborts them as above. Returns it, or OK.
+  absl::Status CheckAsyncError();
+
+ private:
+  // Enqueues the operation of one rank: (rank, its stream) -> NCCL result.
+  using RankOp = absl::FunctionRef<ncclResult_t(int, CUstream_st*)>;
+
+  NcclCommunicator(std::vector<Device*> devices, std::vector<int> ordinals,
+                   std::vector<NcclComm> comms);
+  // The members' NativeCudaStreams, after the argument checks. Errors:
+  // INVALID_ARGUMENT.
+  absl::StatusOr<std::vector<NativeCudaStream*>> NativeStreams(
+      absl::Span<Stream* const> streams, absl::string_view where) const;
+  absl::Status CheckMemory(absl::Span<Tensor* const> tensors,
+                           absl::string_view role,
+                           absl::string_view where) const;
+  // Runs `op` for every rank inside one NCCL group, with the error handling
+  // of the class comment.
+  absl::Status Launch(absl::Span<Stream* const> streams,
+                      absl::string_view where, RankOp op);
+  // Aborts the communicators and records `status` as fatal.
+  void AbortLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const std::vector<Device*> devices_;
+  const std::vector<int> ordinals_;
+
+  // Serializes calls (NCCL groups must not interleave) and guards the
+  // communicators' life.
+  absl::Mutex mu_;
+  // One per rank; empty once aborted.
+  std::vector<NcclComm> comms_ ABSL_GUARDED_BY(mu_);
+  // The fatal error that aborted comms_, if any.
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tessera
+
+#endif  // TESSERA_BACKEND_COMM_NCCL_COMMUNICATOR_H_
