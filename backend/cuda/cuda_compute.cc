@@ -33,6 +33,12 @@ bool Valid(const Tensor* t) {
   return t != nullptr && IsValidType(static_cast<int32_t>(t->type));
 }
 
+// The CUDA kernels have no K-quant (Q4_K, Q5_K, Q6_K) loads yet.
+bool KernelsHaveType(const Tensor& t) {
+  return t.type != Type::kQ4_K && t.type != Type::kQ5_K &&
+         t.type != Type::kQ6_K;
+}
+
 // Every dimension and the row count below 2^31.
 bool FitsIndices(const Tensor& t) {
   int64_t rows = 1;
@@ -186,9 +192,12 @@ cuda_kernels::KTensor ToKTensor(const Tensor& t) {
 
 bool CudaSupportsNode(const Tensor& node) {
   if (!OpHasTypes(node) || !WithinKernelLimits(node)) return false;
-  if (!FitsIndices(node)) return false;
+  if (!FitsIndices(node) || !KernelsHaveType(node)) return false;
   for (const Tensor* src : node.src) {
-    if (src != nullptr && (!Valid(src) || !FitsIndices(*src))) return false;
+    if (src != nullptr &&
+        (!Valid(src) || !FitsIndices(*src) || !KernelsHaveType(*src))) {
+      return false;
+    }
   }
   return node.op != Op::kMulMat || MulMatSupported(node);
 }
