@@ -10,6 +10,7 @@ namespace {
 class OpTypesTest : public testing::Test {
  protected:
   Tensor* New(Type type) { return *ctx_.NewTensor(type, {32, 4}); }
+  Tensor* NewWide(Type type) { return *ctx_.NewTensor(type, {256, 4}); }
   Context ctx_;
 };
 
@@ -60,6 +61,19 @@ TEST_F(OpTypesTest, MulMatTakesAnyWeightTypeAndAnF32Input) {
   Tensor* node = *MulMat(ctx_, New(Type::kF16), New(Type::kF32));
   node->src[1] = New(Type::kF16);
   EXPECT_FALSE(OpHasTypes(*node));
+}
+
+TEST_F(OpTypesTest, KQuantsAreWeightsTablesAndCopyTargets) {
+  for (Type t : {Type::kQ4_K, Type::kQ5_K, Type::kQ6_K}) {
+    EXPECT_TRUE(OpHasTypes(**MulMat(ctx_, NewWide(t), NewWide(Type::kF32))));
+    Tensor* idx = *ctx_.NewTensor(Type::kI32, {3});
+    EXPECT_TRUE(OpHasTypes(**GetRows(ctx_, NewWide(t), idx)));
+    EXPECT_TRUE(OpHasTypes(**Cpy(ctx_, NewWide(Type::kF32), NewWide(t))));
+    EXPECT_TRUE(OpHasTypes(**Cpy(ctx_, NewWide(t), NewWide(Type::kF32))));
+    Tensor* to_f16 = *Cpy(ctx_, NewWide(t), NewWide(Type::kF32));
+    to_f16->type = Type::kF16;
+    EXPECT_FALSE(OpHasTypes(*to_f16));
+  }
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ absl::StatusOr<Tensor*> MulMat(Context& ctx, Tensor* a, Tensor* b);
 // error at compute time.
 absl::StatusOr<Tensor*> GetRows(Context& ctx, Tensor* a, Tensor* b);
 // SET_ROWS: writes the rows of `b` (F32 [n0, n, b2, b3]) into `a` (F32,
-// F16, BF16, Q8_0 or Q4_0 [n0, r, b2, b3]) at the I32 indices `c` [n, c1,
+// F16, BF16 or a quantized type [n0, r, b2, b3]) at the I32 indices `c` [n, c1,
 // c2] (b2 % c1 == 0, b3 % c2 == 0). Returns a view of `a`; src = {b, c}.
 absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* a, Tensor* b,
                                 Tensor* c);

@@ -59,6 +59,9 @@ float LoadScalar(Type type, const void* p) {
     }
     case Type::kQ8_0:
     case Type::kQ4_0:
+    case Type::kQ4_K:
+    case Type::kQ5_K:
+    case Type::kQ6_K:
       break;
   }
   return 0.0f;  // Quantized types never reach here (rows go through LoadRow).
@@ -95,6 +98,9 @@ void StoreScalar(Type type, float v, void* p) {
     }
     case Type::kQ8_0:
     case Type::kQ4_0:
+    case Type::kQ4_K:
+    case Type::kQ5_K:
+    case Type::kQ6_K:
       return;  // Quantized types never reach here (rows go through StoreRow).
   }
 }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "graph/kquant.h"
+
 namespace tessera {
 namespace {
 
@@ -14,6 +16,9 @@ constexpr TypeTraits kTraits[kTypeCount] = {
     {"i32", 1, sizeof(int32_t), false},
     {"q8_0", kQK8_0, sizeof(BlockQ8_0), true},
     {"q4_0", kQK4_0, sizeof(BlockQ4_0), true},
+    {"q4_K", kQK_K, sizeof(BlockQ4_K), true},
+    {"q5_K", kQK_K, sizeof(BlockQ5_K), true},
+    {"q6_K", kQK_K, sizeof(BlockQ6_K), true},
 };
 
 // Returned for out-of-range values so that describing a corrupt tensor never
@@ -210,6 +215,15 @@ void RowToFloat(Type type, const void* src, float* dst, int64_t n) {
     case Type::kQ4_0:
       DequantizeRowQ4_0(static_cast<const BlockQ4_0*>(src), dst, n);
       return;
+    case Type::kQ4_K:
+      DequantizeRowQ4_K(static_cast<const BlockQ4_K*>(src), dst, n);
+      return;
+    case Type::kQ5_K:
+      DequantizeRowQ5_K(static_cast<const BlockQ5_K*>(src), dst, n);
+      return;
+    case Type::kQ6_K:
+      DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(src), dst, n);
+      return;
   }
 }
 
@@ -238,6 +252,15 @@ void RowFromFloat(Type type, const float* src, void* dst, int64_t n) {
       return;
     case Type::kQ4_0:
       QuantizeRowQ4_0(src, static_cast<BlockQ4_0*>(dst), n);
+      return;
+    case Type::kQ4_K:
+      QuantizeRowQ4_K(src, static_cast<BlockQ4_K*>(dst), n);
+      return;
+    case Type::kQ5_K:
+      QuantizeRowQ5_K(src, static_cast<BlockQ5_K*>(dst), n);
+      return;
+    case Type::kQ6_K:
+      QuantizeRowQ6_K(src, static_cast<BlockQ6_K*>(dst), n);
       return;
   }
 }

@@ -15,8 +15,12 @@ enum class Type : int32_t {
   kI32 = 3,
   kQ8_0 = 4,  // ggml block_q8_0: fp16 scale + 32 x int8 (34 bytes / 32 values)
   kQ4_0 = 5,  // ggml block_q4_0: fp16 scale + 16 bytes of nibbles (18 / 32)
+  // ggml's K-quants, 256 values per super-block (graph/kquant.h):
+  kQ4_K = 6,  // block_q4_K: 144 bytes / 256
+  kQ5_K = 7,  // block_q5_K: 176 bytes / 256
+  kQ6_K = 8,  // block_q6_K: 210 bytes / 256
 };
-inline constexpr int kTypeCount = 6;
+inline constexpr int kTypeCount = 9;
 
 struct TypeTraits {
   std::string_view name;
@@ -68,7 +72,8 @@ void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n);
 void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
 void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
 
-// Converts `n` contiguous values of `type` to float, or float to `type`.
+// Converts `n` contiguous values of `type` to float, or float to `type`
+// (the K-quants through graph/kquant.h).
 // For block types `n` must be a multiple of the block size.
 void RowToFloat(Type type, const void* src, float* dst, int64_t n);
 void RowFromFloat(Type type, const float* src, void* dst, int64_t n);

@@ -49,7 +49,11 @@ Path PathFor(const Tensor& node) {
                                                           : Path::kNone;
     case Type::kQ8_0:
     case Type::kQ4_0:
-      return k % 32 == 0 && a->nb[0] == Traits(a->type).type_size &&
+    case Type::kQ4_K:
+    case Type::kQ5_K:
+    case Type::kQ6_K:
+      return k % Traits(a->type).block_size == 0 &&
+                     a->nb[0] == Traits(a->type).type_size &&
                      node.nb[1] % sizeof(float) == 0
                  ? Path::kQuant
                  : Path::kNone;
@@ -154,6 +158,24 @@ void MulMatConvert(Tensor& node, const CpuComputeContext& ctx) {
   });
 }
 
+using QuantMatMulFn = void (*)(const QuantMatMulArgs&);
+
+// The product kernel of a Path::kQuant weight type.
+QuantMatMulFn QuantKernel(const CpuKernels& kernels, Type type) {
+  switch (type) {
+    case Type::kQ8_0:
+      return kernels.mul_mat_q8_0;
+    case Type::kQ4_K:
+      return kernels.mul_mat_q4_k;
+    case Type::kQ5_K:
+      return kernels.mul_mat_q5_k;
+    case Type::kQ6_K:
+      return kernels.mul_mat_q6_k;
+    default:
+      return kernels.mul_mat_q4_0;
+  }
+}
+
 void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
@@ -173,8 +195,7 @@ void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
   }
   ctx.barrier();
   // 2. Integer dot products over this thread's part of the src0 rows.
-  auto kernel = a.type == Type::kQ8_0 ? ctx.kernels->mul_mat_q8_0
-                                      : ctx.kernels->mul_mat_q4_0;
+  auto kernel = QuantKernel(*ctx.kernels, a.type);
   ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
     QuantMatMulArgs args;
     args.w = Src0Row(node, r0, i12, i13);

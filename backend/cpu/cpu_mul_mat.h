@@ -7,9 +7,9 @@
 //    single-threaded (the device's team is the parallelism).
 //  - F16 and BF16 src0: bands of rows converted to F32 in scratch memory,
 //    then sgemm.
-//  - Q8_0 and Q4_0 src0: src1 quantized to 8-bit blocks in scratch memory
-//    (all threads, then a barrier), then integer dot products of the level's
-//    kernels, split over src0 rows.
+//  - Q8_0, Q4_0 and the K-quant (Q4_K, Q5_K, Q6_K) src0: src1 quantized to
+//    8-bit blocks of 32 in scratch memory (all threads, then a barrier),
+//    then integer dot products of the level's kernels, split over src0 rows.
 
 #include <cstddef>
 

@@ -22,8 +22,9 @@ inline size_t ActRowBytes(int64_t k) {
   return (bytes + 63) / 64 * 64;
 }
 
-// A product of quantized weights (Q8_0 or Q4_0 rows of k values) and
-// quantized activation rows: for r < rows and c < cols,
+// A product of quantized weights (Q8_0 or Q4_0 rows of k values; Q4_K,
+// Q5_K or Q6_K rows with k a multiple of 256) and quantized activation
+// rows: for r < rows and c < cols,
 //   dst[c * dst_col_stride + r] = dot(weight row r, activation row c).
 struct QuantMatMulArgs {
   const char* w;       // weight row 0
@@ -45,6 +46,11 @@ struct CpuKernels {
   void (*quantize_act)(const float* x, char* row, int64_t k);
   void (*mul_mat_q8_0)(const QuantMatMulArgs& args);
   void (*mul_mat_q4_0)(const QuantMatMulArgs& args);
+  // K-quant weights: every 32 activation values meet one Q4_K/Q5_K
+  // sub-block or two Q6_K sub-blocks.
+  void (*mul_mat_q4_k)(const QuantMatMulArgs& args);
+  void (*mul_mat_q5_k)(const QuantMatMulArgs& args);
+  void (*mul_mat_q6_k)(const QuantMatMulArgs& args);
   // Converts `n` F16 or BF16 values to F32.
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
   void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);

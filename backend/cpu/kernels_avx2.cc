@@ -12,6 +12,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_levels.h"
+#include "graph/kquant.h"
 #include "graph/type.h"
 
 namespace tessera::cpu_avx2 {
@@ -127,6 +128,16 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
   }
 };
 
+// The eight 32-bit sums of four signed-byte products (maddubs takes the
+// sign of w onto q).
+__m256i KDot(__m256i w, __m256i q) {
+  const __m256i p =
+      _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+#include "backend/cpu/kernels_kquant_x86.inc"
+
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
 
@@ -137,6 +148,9 @@ const CpuKernels kKernels = {
     .quantize_act = QuantizeActGeneric,
     .mul_mat_q8_0 = MulMatQ8,
     .mul_mat_q4_0 = MulMatQ4,
+    .mul_mat_q4_k = MulMatQ4K,
+    .mul_mat_q5_k = MulMatQ5K,
+    .mul_mat_q6_k = MulMatQ6K,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
     .binary = BinaryGeneric,

@@ -14,6 +14,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_levels.h"
+#include "graph/kquant.h"
 #include "graph/type.h"
 
 namespace tessera::cpu_avx512 {
@@ -160,6 +161,15 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
   }
 };
 
+// The eight 32-bit sums of four signed-byte products (dpbusd with the
+// sign of w taken onto q).
+__m256i KDot(__m256i w, __m256i q) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w),
+                             _mm256_sign_epi8(q, w));
+}
+
+#include "backend/cpu/kernels_kquant_x86.inc"
+
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
 
@@ -170,6 +180,9 @@ const CpuKernels kKernels = {
     .quantize_act = QuantizeActGeneric,
     .mul_mat_q8_0 = MulMatQ8,
     .mul_mat_q4_0 = MulMatQ4,
+    .mul_mat_q4_k = MulMatQ4K,
+    .mul_mat_q5_k = MulMatQ5K,
+    .mul_mat_q6_k = MulMatQ6K,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
     .binary = BinaryGeneric,

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_levels.h"
+#include "graph/kquant.h"
 #include "graph/type.h"
 
 namespace tessera::cpu_scalar {
@@ -57,6 +58,103 @@ void MulMatQuant(const QuantMatMulArgs& a) {
   }
 }
 
+// One K-quant super-block unpacked: the signed level of each of its 256
+// values (value = factor * level - min), the factor of each half sub-block
+// of 16 values and the min of each sub-block of 32 (0 for Q6_K).
+struct KUnpacked {
+  int8_t level[kQK_K];
+  float factor[kQK_K / 16];
+  float min[kQK_K / 32];
+};
+
+void AffineFactors(uint16_t d16, uint16_t dmin16, const uint8_t* scales,
+                   KUnpacked& u) {
+  const float d = Fp16ToFp32(d16);
+  const float dmin = Fp16ToFp32(dmin16);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    UnpackKScaleMin(scales, j, &sc, &m);
+    u.factor[2 * j] = u.factor[2 * j + 1] = d * sc;
+    u.min[j] = dmin * m;
+  }
+}
+
+void Unpack(const BlockQ4_K& b, KUnpacked& u) {
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      u.level[64 * c + l] = static_cast<int8_t>(b.qs[32 * c + l] & 0x0F);
+      u.level[64 * c + 32 + l] = static_cast<int8_t>(b.qs[32 * c + l] >> 4);
+    }
+  }
+  AffineFactors(b.d, b.dmin, b.scales, u);
+}
+
+void Unpack(const BlockQ5_K& b, KUnpacked& u) {
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      const int lo =
+          (b.qs[32 * c + l] & 0x0F) | (((b.qh[l] >> (2 * c)) & 1) << 4);
+      const int hi =
+          (b.qs[32 * c + l] >> 4) | (((b.qh[l] >> (2 * c + 1)) & 1) << 4);
+      u.level[64 * c + l] = static_cast<int8_t>(lo);
+      u.level[64 * c + 32 + l] = static_cast<int8_t>(hi);
+    }
+  }
+  AffineFactors(b.d, b.dmin, b.scales, u);
+}
+
+void Unpack(const BlockQ6_K& b, KUnpacked& u) {
+  for (int h = 0; h < 2; ++h) {
+    for (int t = 0; t < 4; ++t) {
+      for (int l = 0; l < 32; ++l) {
+        const int lo =
+            (b.ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 0x0F;
+        const int hi = (b.qh[32 * h + l] >> (2 * t)) & 3;
+        u.level[128 * h + 32 * t + l] =
+            static_cast<int8_t>((lo | (hi << 4)) - 32);
+      }
+    }
+  }
+  const float d = Fp16ToFp32(b.d);
+  for (int j = 0; j < 16; ++j) u.factor[j] = d * b.scales[j];
+  for (int j = 0; j < 8; ++j) u.min[j] = 0.0f;
+}
+
+// Per activation block b of 32 (activation scale d, d * sum s) against
+// sub-block j of a super-block:
+//   d * (f[2j] * dot(levels 0..15) + f[2j + 1] * dot(levels 16..31))
+//     - min[j] * s.
+template <typename Block>
+void MulMatKQuant(const QuantMatMulArgs& a) {
+  const int64_t nsb = a.k / kQK_K;
+  const int64_t nb = a.k / 32;
+  KUnpacked u;
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const Block* w = reinterpret_cast<const Block*>(a.w + r * a.w_row_bytes);
+    for (int64_t c = 0; c < a.cols; ++c) a.dst[c * a.dst_col_stride + r] = 0.0f;
+    for (int64_t i = 0; i < nsb; ++i) {
+      Unpack(w[i], u);
+      for (int64_t c = 0; c < a.cols; ++c) {
+        const char* act = a.act + c * a.act_row_bytes;
+        const int8_t* q = reinterpret_cast<const int8_t*>(act) + i * kQK_K;
+        const float* d = reinterpret_cast<const float*>(act + a.k) + 8 * i;
+        const float* s = d + nb;
+        float sum = 0.0f;
+        for (int j = 0; j < 8; ++j) {
+          int dot[2] = {0, 0};
+          for (int l = 0; l < 32; ++l) {
+            dot[l / 16] += u.level[32 * j + l] * q[32 * j + l];
+          }
+          sum += d[j] * (u.factor[2 * j] * static_cast<float>(dot[0]) +
+                         u.factor[2 * j + 1] * static_cast<float>(dot[1])) -
+                 u.min[j] * s[j];
+        }
+        a.dst[c * a.dst_col_stride + r] += sum;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const CpuKernels kKernels = {
@@ -64,6 +162,9 @@ const CpuKernels kKernels = {
     .quantize_act = QuantizeActGeneric,
     .mul_mat_q8_0 = MulMatQuant<BlockQ8_0>,
     .mul_mat_q4_0 = MulMatQuant<BlockQ4_0>,
+    .mul_mat_q4_k = MulMatKQuant<BlockQ4_K>,
+    .mul_mat_q5_k = MulMatKQuant<BlockQ5_K>,
+    .mul_mat_q6_k = MulMatKQuant<BlockQ6_K>,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
     .binary = BinaryGeneric,

@@ -25,12 +25,23 @@ static_assert(static_cast<int32_t>(Type::kBF16) == cuda_kernels::kBF16);
 static_assert(static_cast<int32_t>(Type::kI32) == cuda_kernels::kI32);
 static_assert(static_cast<int32_t>(Type::kQ8_0) == cuda_kernels::kQ8_0);
 static_assert(static_cast<int32_t>(Type::kQ4_0) == cuda_kernels::kQ4_0);
+static_assert(static_cast<int32_t>(Type::kQ4_K) == cuda_kernels::kQ4_K);
+static_assert(static_cast<int32_t>(Type::kQ5_K) == cuda_kernels::kQ5_K);
+static_assert(static_cast<int32_t>(Type::kQ6_K) == cuda_kernels::kQ6_K);
 
 // Kernels index dimensions and rows with 32-bit integers.
 constexpr int64_t kIndexLimit = int64_t{1} << 31;
 
 bool Valid(const Tensor* t) {
   return t != nullptr && IsValidType(static_cast<int32_t>(t->type));
+}
+
+// The kernels read K-quants (Q4_K, Q5_K, Q6_K) but have no K-quant
+// quantizer: no node but a view writes one.
+bool WritesKQuant(const Tensor& node) {
+  return !IsViewOp(node.op) &&
+         (node.type == Type::kQ4_K || node.type == Type::kQ5_K ||
+          node.type == Type::kQ6_K);
 }
 
 // Every dimension and the row count below 2^31.
@@ -186,7 +197,7 @@ cuda_kernels::KTensor ToKTensor(const Tensor& t) {
 
 bool CudaSupportsNode(const Tensor& node) {
   if (!OpHasTypes(node) || !WithinKernelLimits(node)) return false;
-  if (!FitsIndices(node)) return false;
+  if (!FitsIndices(node) || WritesKQuant(node)) return false;
   for (const Tensor* src : node.src) {
     if (src != nullptr && (!Valid(src) || !FitsIndices(*src))) return false;
   }

@@ -54,6 +54,9 @@ Plan MakePlan(const Tensor& node) {
     case Type::kF16:
     case Type::kQ8_0:
     case Type::kQ4_0:
+    case Type::kQ4_K:
+    case Type::kQ5_K:
+    case Type::kQ6_K:
       plan.compute_type = Type::kF16;
       plan.cuda_type = CUDA_R_16F;
       plan.element_size = 2;

@@ -56,9 +56,78 @@ __device__ __forceinline__ float BlockScale(const char* block) {
   return __half2float(*reinterpret_cast<const __half*>(block));
 }
 
+// K-quant super-blocks (graph/kquant.h has the layouts): 256 values in
+// 144 (Q4_K), 176 (Q5_K) or 210 (Q6_K) bytes.
+inline constexpr int kQK_K = 256;
+
+__host__ __device__ __forceinline__ bool IsKQuant(int32_t type) {
+  return type == kQ4_K || type == kQ5_K || type == kQ6_K;
+}
+
+__host__ __device__ __forceinline__ int KBlockBytes(int32_t type) {
+  return type == kQ4_K ? 144 : type == kQ5_K ? 176 : 210;
+}
+
+// The factor and offset of the sub-block holding value j (0..255) of a
+// K-quant super-block: value = factor * KLevel(...) - offset. Q4_K/Q5_K:
+// the 6-bit scale and min of sub-block j / 32 unpacked from bytes 4..15;
+// Q6_K: d times the int8 scale of j / 16, no offset.
+__device__ __forceinline__ float2 KFactors(int32_t type, const char* block,
+                                           int j) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(block);
+  if (type == kQ6_K) {
+    const float d = __half2float(*reinterpret_cast<const __half*>(block + 208));
+    return make_float2(d * static_cast<int8_t>(p[192 + j / 16]), 0.0f);
+  }
+  const uint8_t* packed = p + 4;
+  const int s = j / 32;
+  int sc, m;
+  if (s < 4) {
+    sc = packed[s] & 63;
+    m = packed[s + 4] & 63;
+  } else {
+    sc = (packed[s + 4] & 0x0F) | ((packed[s - 4] >> 6) << 4);
+    m = (packed[s + 4] >> 4) | ((packed[s] >> 6) << 4);
+  }
+  const float d = __half2float(*reinterpret_cast<const __half*>(block));
+  const float dmin = __half2float(*reinterpret_cast<const __half*>(block + 2));
+  return make_float2(d * sc, dmin * m);
+}
+
+// The level of value j (0..255) of a K-quant super-block: 0..15 (Q4_K),
+// 0..31 (Q5_K) or -32..31 (Q6_K).
+__device__ __forceinline__ int KLevel(int32_t type, const char* block, int j) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(block);
+  if (type == kQ6_K) {
+    const int h = j / 128;
+    const int t = (j % 128) / 32;
+    const int l = j % 32;
+    const int lo = (p[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 0x0F;
+    const int hi = (p[128 + 32 * h + l] >> (2 * t)) & 3;
+    return (lo | (hi << 4)) - 32;
+  }
+  const int c = j / 64;
+  const int half = (j % 64) / 32;
+  const int l = j % 32;
+  const int qs = type == kQ4_K ? 16 : 48;
+  int q = (p[qs + 32 * c + l] >> (4 * half)) & 0x0F;
+  if (type == kQ5_K) q |= ((p[16 + l] >> (2 * c + half)) & 1) << 4;
+  return q;
+}
+
+// Value i0 of a K-quant row starting at `row`.
+__device__ __forceinline__ float LoadKQuant(int32_t type, const char* row,
+                                            int64_t i0) {
+  const char* block = row + (i0 / kQK_K) * KBlockBytes(type);
+  const int j = static_cast<int>(i0 % kQK_K);
+  const float2 f = KFactors(type, block, j);
+  return f.x * static_cast<float>(KLevel(type, block, j)) - f.y;
+}
+
 // Value i0 of a quantized row starting at `row` (blocks are contiguous).
 __device__ __forceinline__ float LoadQuantized(int32_t type, const char* row,
                                                int64_t i0) {
+  if (IsKQuant(type)) return LoadKQuant(type, row, i0);
   const int64_t b = i0 / kQK;
   const int j = static_cast<int>(i0 % kQK);
   if (type == kQ8_0) {
@@ -73,7 +142,7 @@ __device__ __forceinline__ float LoadQuantized(int32_t type, const char* row,
 }
 
 __device__ __forceinline__ bool IsQuantized(int32_t type) {
-  return type == kQ8_0 || type == kQ4_0;
+  return type == kQ8_0 || type == kQ4_0 || IsKQuant(type);
 }
 
 // Value i0 of the row at `row` of tensor `t` (any type), as float.

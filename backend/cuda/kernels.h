@@ -27,6 +27,9 @@ enum KType : int32_t {
   kI32 = 3,
   kQ8_0 = 4,
   kQ4_0 = 5,
+  kQ4_K = 6,  // 256-value super-blocks (graph/kquant.h); read, not written
+  kQ5_K = 7,
+  kQ6_K = 8,
 };
 
 // A tensor as kernels see it: device address, type, shape, byte strides.
@@ -104,6 +107,7 @@ cudaError_t FlashAttn(const KTensor& dst, const KTensor& q, const KTensor& k,
 // Copies the values of `src` into `dst` (same element count) in row-major
 // order: bit copies for equal types, through float otherwise, quantizing
 // into Q8_0/Q4_0 (ne[0] a multiple of 32) as graph/type.h's quantizers do.
+// K-quant sources are dequantized; K-quant destinations are not supported.
 cudaError_t Copy(const KTensor& dst, const KTensor& src, cudaStream_t stream);
 // GET_ROWS and SET_ROWS; an index out of range is reported in `error`
 // (tagged with `op`) and its row is skipped.
@@ -120,7 +124,8 @@ cudaError_t MergeKernelError(KernelError* to, const KernelError* from,
 
 // mul_mat.cu
 // dst[i, 0, i2, i3] = dot(a row i, b row 0) for b with one column per
-// batch (b.ne[1] == 1); a of any type, broadcast over dims 2 and 3.
+// batch (b.ne[1] == 1); a of any type, broadcast over dims 2 and 3 (a
+// K-quant a: each lane of a warp takes 8 values of every super-block).
 cudaError_t MatVec(const KTensor& dst, const KTensor& a, const KTensor& b,
                    cudaStream_t stream);
 

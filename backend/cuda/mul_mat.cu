@@ -1,7 +1,8 @@
 // Matrix-vector products for MUL_MAT with one column per batch: one warp
 // per output value. Quantized weights are dequantized on the fly (block by
-// block, each lane taking whole blocks), so the weights are read once and
-// never expanded in memory; other types go value by value.
+// block, each lane taking whole Q8_0/Q4_0 blocks or 8 values of every
+// K-quant super-block), so the weights are read once and never expanded in
+// memory; other types go value by value.
 
 #include "backend/cuda/kernel_common.cuh"
 
@@ -65,6 +66,32 @@ __device__ __forceinline__ float DotBlock(int32_t type, const char* block,
   return sum * BlockScale(block);
 }
 
+// The lane's part of dot(K-quant row x, b values at y): 8 consecutive
+// values of every super-block (one sub-block, so one factor and offset).
+__device__ __forceinline__ float DotKQuantRow(int32_t type, const char* x,
+                                              const char* y, int64_t nb0,
+                                              int64_t k, int lane) {
+  constexpr int kPerLane = kQK_K / kWarpSize;
+  const int bytes = KBlockBytes(type);
+  const int j0 = lane * kPerLane;
+  float sum = 0.0f;
+  for (int64_t blk = 0; blk < k / kQK_K; ++blk) {
+    const char* block = x + blk * bytes;
+    const char* yb = y + (blk * kQK_K + j0) * nb0;
+    const float2 f = KFactors(type, block, j0);
+    float dot = 0.0f;
+    float ysum = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const float v = *reinterpret_cast<const float*>(yb + t * nb0);
+      dot += static_cast<float>(KLevel(type, block, j0 + t)) * v;
+      ysum += v;
+    }
+    sum += f.x * dot - f.y * ysum;
+  }
+  return sum;
+}
+
 // dst[i, 0, i2, i3] = dot(a row (i, i2 / r2, i3 / r3), b row (0, i2, i3)).
 template <bool kVector>
 __global__ void MatVecKernel(KTensor dst, KTensor a, KTensor b,
@@ -75,7 +102,8 @@ __global__ void MatVecKernel(KTensor dst, KTensor a, KTensor b,
   const int64_t r2 = b.ne[2] / a.ne[2];
   const int64_t r3 = b.ne[3] / a.ne[3];
   const int64_t k = a.ne[0];
-  const bool quantized = IsQuantized(a.type);
+  const bool kquant = IsKQuant(a.type);
+  const bool quantized = IsQuantized(a.type) && !kquant;
   const int block_bytes = a.type == kQ8_0 ? kQ8Bytes : kQ4Bytes;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
                    threadIdx.x / kWarpSize;
@@ -87,7 +115,9 @@ __global__ void MatVecKernel(KTensor dst, KTensor a, KTensor b,
     const char* x = RowPtr(a, i, i2 / r2, i3 / r3);
     const char* y = RowPtr(b, 0, i2, i3);
     float sum = 0.0f;
-    if (quantized) {
+    if (kquant) {
+      sum = DotKQuantRow(a.type, x, y, b.nb[0], k, lane);
+    } else if (quantized) {
       for (int64_t blk = lane; blk < k / kQK; blk += kWarpSize) {
         sum += DotBlock<kVector>(a.type, x + blk * block_bytes,
                                  y + blk * kQK * b.nb[0], b.nb[0]);

@@ -30,6 +30,10 @@ double NmseForType(Type type) {
       return kNmseQ8_0Out;
     case Type::kQ4_0:
       return kNmseQ4_0Out;
+    case Type::kQ4_K:
+    case Type::kQ5_K:
+    case Type::kQ6_K:
+      return kNmseKQuantOut;
     case Type::kF32:
     case Type::kI32:
       break;
@@ -58,6 +62,9 @@ constexpr Type kBF16 = Type::kBF16;
 constexpr Type kI32 = Type::kI32;
 constexpr Type kQ8_0 = Type::kQ8_0;
 constexpr Type kQ4_0 = Type::kQ4_0;
+constexpr Type kQ4_K = Type::kQ4_K;
+constexpr Type kQ5_K = Type::kQ5_K;
+constexpr Type kQ6_K = Type::kQ6_K;
 
 using Shape = std::array<int64_t, kMaxDims>;
 using Build = std::function<absl::StatusOr<Tensor*>(Context&)>;
@@ -802,6 +809,53 @@ void AddFlashAttnCases(CaseList& cases) {
   }
 }
 
+// The K-quants (Q4_K, Q5_K, Q6_K; rows of whole 256-value super-blocks):
+// MUL_MAT with K-quant weights at k = 256 and 512 for n = 1, 3 and 8 (and
+// with broadcast and strided weights), GET_ROWS from K-quant tables, and
+// CPY to and from F32.
+void AddKQuantCases(CaseList& cases) {
+  struct MulMatVariant {
+    int64_t k, m, n;
+    std::array<int64_t, 2> a_batch, b_batch;
+    Layout la;
+  };
+  const MulMatVariant mul_mats[] = {
+      {256, 7, 1, {1, 1}, {1, 1}, kC}, {256, 7, 3, {1, 1}, {1, 1}, kC},
+      {256, 7, 8, {1, 1}, {1, 1}, kC}, {512, 7, 1, {1, 1}, {1, 1}, kC},
+      {512, 7, 3, {1, 1}, {1, 1}, kC}, {512, 7, 8, {1, 1}, {1, 1}, kC},
+      {256, 4, 3, {2, 1}, {4, 1}, kC}, {512, 5, 3, {1, 1}, {1, 1}, kS},
+  };
+  const struct {
+    Shape a;
+    int64_t n;
+    Layout layout;
+  } gets[] = {{{256, 10, 2, 1}, 4, kC}, {{512, 6, 1, 1}, 6, kS}};
+  for (Type t : {kQ4_K, kQ5_K, kQ6_K}) {
+    for (const MulMatVariant& v : mul_mats) {
+      const Shape na = {v.k, v.m, v.a_batch[0], v.a_batch[1]};
+      const Shape nb = {v.k, v.n, v.b_batch[0], v.b_batch[1]};
+      cases.Add(absl::StrCat("MUL_MAT ", Operand(t, na, v.la), " * ",
+                             Operand(kF32, nb)),
+                kNmseMulMatQuantized,
+                WithInputs(t, na, v.la, kF32, nb, kC, MulMat));
+    }
+    for (const auto& v : gets) {
+      const Shape idx = {v.n, v.a[2], v.a[3], 1};
+      cases.Add(absl::StrCat("GET_ROWS ", Operand(t, v.a, v.layout), " at ",
+                             Operand(kI32, idx)),
+                kNmseF32, WithInputs(t, v.a, v.layout, kI32, idx, kC, GetRows));
+    }
+    auto cpy = [](Context& ctx, Tensor* a, Tensor* b) {
+      return Cpy(ctx, a, b);
+    };
+    const Shape ne = {256, 3, 2, 1};
+    cases.Add(absl::StrCat("CPY ", Operand(kF32, ne), " -> ", TypeStr(t)),
+              NmseForType(t), WithInputs(kF32, ne, kC, t, ne, kC, cpy));
+    cases.Add(absl::StrCat("CPY ", Operand(t, ne, kP), " -> ", TypeStr(kF32)),
+              kNmseF32, WithInputs(t, ne, kP, kF32, ne, kC, cpy));
+  }
+}
+
 }  // namespace
 
 std::vector<OpCase> AllCases() {
@@ -814,6 +868,7 @@ std::vector<OpCase> AllCases() {
   AddRowCases(cases);
   AddMulMatCases(cases);
   AddRowIndexCases(cases);
+  AddKQuantCases(cases);
   AddRopeCases(cases);
   AddConcatCases(cases);
   AddFlashAttnCases(cases);

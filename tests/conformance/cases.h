@@ -36,9 +36,12 @@ namespace tessera::conformance {
 //    1.6e-2 for Q4_0 in squared error); the bounds allow a few such steps in
 //    a case of a few hundred values. Dequantizing (CPY to F32, GET_ROWS,
 //    DUP) is exact and uses kNmseF32.
-//  - kNmseMulMatQuantized: MUL_MAT with a Q8_0 or Q4_0 src0. Devices
-//    quantize src1 to Q8_0 for the dot products, as ggml does, which costs
-//    about 1e-5; ggml's own MUL_MAT bound is 5e-4.
+//  - kNmseKQuantOut: a Q4_K, Q5_K or Q6_K output (CPY), compared
+//    dequantized; as for Q4_0, a few values on a rounding boundary may
+//    differ by one step.
+//  - kNmseMulMatQuantized: MUL_MAT with a quantized src0 (Q8_0, Q4_0 or a
+//    K-quant). Devices quantize src1 to 8-bit blocks for the dot products,
+//    as ggml does, which costs about 1e-5; ggml's own MUL_MAT bound is 5e-4.
 //  - kNmseFlashAttnF32, kNmseFlashAttnF16: FLASH_ATTN_EXT with F32 or F16
 //    K/V. With F16 K/V devices round Q and the softmax weights to F16 for
 //    the dot products (ggml's bound is 5e-4).
@@ -48,6 +51,7 @@ inline constexpr double kNmseBF16 = 1e-4;
 inline constexpr double kNmseTranscendental = 1e-6;
 inline constexpr double kNmseQ8_0Out = 1e-5;
 inline constexpr double kNmseQ4_0Out = 1e-3;
+inline constexpr double kNmseKQuantOut = 1e-3;
 inline constexpr double kNmseMulMatQuantized = 5e-4;
 inline constexpr double kNmseFlashAttnF32 = 1e-6;
 inline constexpr double kNmseFlashAttnF16 = 5e-4;
