@@ -5,7 +5,9 @@
 #   2. under backend/, only backend/assembly names a concrete backend
 #      (backend/cpu, backend/cuda), and no backend names another;
 #   3. nothing under graph/, base/, backend/ or sched/ includes gRPC,
-#      protobuf or generated protocol headers.
+#      protobuf or generated protocol headers;
+#   4. model/ (model files and, later, the model runner) uses graph/ and
+#      base/ only.
 # Tests (*_test.cc) and test fakes (*/testing/*) sit above every layer and
 # may use concrete devices. The tree is found through the WORKSPACE file
 # this test carries.
@@ -55,7 +57,8 @@ rule "the CPU backend names no other backend" backend/cpu 'backend/(cuda|meta|as
 rule "the CUDA backend names no other backend" backend/cuda 'backend/(cpu|meta|assembly)/'
 rule "sched/ names no concrete backend and no server or client" sched \
   'backend/(cpu|cuda|meta|assembly)/|server/|client/'
-for layer in graph base backend sched; do
+rule "model/ uses graph/ and base/ only" model "${project}"
+for layer in graph base backend sched model; do
   rule "${layer}/ knows no gRPC, protobuf or wire format" "${layer}" "${wire}"
 done
 
