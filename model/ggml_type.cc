@@ -12,7 +12,7 @@ namespace {
 constexpr int64_t kQK_K = 256;
 
 // A new tessera Type needs its ggml id in the two mappings below.
-static_assert(kTypeCount == 6);
+static_assert(kTypeCount == 9);
 
 struct Entry {
   int32_t id;
@@ -101,6 +101,12 @@ absl::StatusOr<Type> TesseraTypeFromGgml(int32_t id) {
       return Type::kQ8_0;
     case kGgmlQ4_0:
       return Type::kQ4_0;
+    case kGgmlQ4_K:
+      return Type::kQ4_K;
+    case kGgmlQ5_K:
+      return Type::kQ5_K;
+    case kGgmlQ6_K:
+      return Type::kQ6_K;
     default:
       return absl::UnimplementedError(
           absl::StrCat(GgmlTypeName(id), " has no tessera type"));
@@ -121,6 +127,12 @@ int32_t GgmlTypeFromTessera(Type type) {
       return kGgmlQ8_0;
     case Type::kQ4_0:
       return kGgmlQ4_0;
+    case Type::kQ4_K:
+      return kGgmlQ4_K;
+    case Type::kQ5_K:
+      return kGgmlQ5_K;
+    case Type::kQ6_K:
+      return kGgmlQ6_K;
   }
   return -1;  // Not a valid Type.
 }

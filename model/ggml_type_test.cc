@@ -34,6 +34,12 @@ TEST(GgmlTypeTest, IdsAreGgmls) {
   EXPECT_EQ(GgmlTypeFromTessera(Type::kQ8_0), 8);
   EXPECT_EQ(GgmlTypeFromTessera(Type::kI32), 26);
   EXPECT_EQ(GgmlTypeFromTessera(Type::kBF16), 30);
+  EXPECT_EQ(GgmlTypeFromTessera(Type::kQ4_K), 12);
+  EXPECT_EQ(GgmlTypeFromTessera(Type::kQ5_K), 13);
+  EXPECT_EQ(GgmlTypeFromTessera(Type::kQ6_K), 14);
+  EXPECT_EQ(*TesseraTypeFromGgml(kGgmlQ4_K), Type::kQ4_K);
+  EXPECT_EQ(*TesseraTypeFromGgml(kGgmlQ5_K), Type::kQ5_K);
+  EXPECT_EQ(*TesseraTypeFromGgml(kGgmlQ6_K), Type::kQ6_K);
   EXPECT_EQ(FindGgmlTypeLayout(kGgmlQ4_K)->type_size, 144u);
   EXPECT_EQ(FindGgmlTypeLayout(kGgmlQ5_K)->type_size, 176u);
   EXPECT_EQ(FindGgmlTypeLayout(kGgmlQ6_K)->type_size, 210u);
@@ -45,9 +51,10 @@ TEST(GgmlTypeTest, UnknownTypesAreReportedByNumber) {
   EXPECT_EQ(FindGgmlTypeLayout(-1), nullptr);
   EXPECT_EQ(GgmlTypeName(99), "ggml type 99");
   EXPECT_EQ(GgmlTypeName(kGgmlQ4_K), "q4_K (12)");
-  absl::StatusOr<Type> q4k = TesseraTypeFromGgml(kGgmlQ4_K);
-  EXPECT_EQ(q4k.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(q4k.status().message(), "q4_K (12) has no tessera type");
+  constexpr int32_t kGgmlQ2_K = 10;  // a type tessera does not have
+  absl::StatusOr<Type> q2k = TesseraTypeFromGgml(kGgmlQ2_K);
+  EXPECT_EQ(q2k.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(q2k.status().message(), "q2_K (10) has no tessera type");
   EXPECT_EQ(TesseraTypeFromGgml(99).status().message(),
             "ggml type 99 has no tessera type");
 }
