@@ -1,5 +1,6 @@
 #include "backend/task_queue.h"
 
+#include <memory>
 #include <system_error>
 #include <utility>
 
@@ -43,18 +44,11 @@ void TaskQueue::EnqueueRecord(TicketEvent& event) {
 void TaskQueue::EnqueueWait(Event& event) {
   const std::string prefix = absl::StrCat(
       "[", name_, "] waiting for an event of ", event.device().name(), ": ");
-  auto prefixed = [prefix](absl::Status s) {
-    return s.ok() ? s : absl::Status(s.code(), absl::StrCat(prefix, s.message()));
-  };
-  if (auto* ticket_event = dynamic_cast<TicketEvent*>(&event)) {
-    const uint64_t ticket = ticket_event->last_recorded();
-    if (ticket == 0) return;
-    Enqueue([ticket_event, ticket, prefixed] {
-      return prefixed(ticket_event->WaitFor(ticket));
-    });
-    return;
-  }
-  Enqueue([&event, prefixed] { return prefixed(event.Synchronize()); });
+  Enqueue([mark = event.Capture(), prefix]() -> absl::Status {
+    absl::Status s = mark->Wait();
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+  });
 }
 
 absl::Status TaskQueue::Synchronize() {

@@ -37,8 +37,9 @@ class TaskQueue {
   // Starts a recording of `event` that completes, with the sticky status,
   // when the worker reaches it.
   void EnqueueRecord(TicketEvent& event);
-  // Makes later tasks wait for `event` (of any device) as recorded now: a
-  // later recording must not delay this queue. A failed event fails it.
+  // Makes later tasks wait for `event` (of any device) as recorded now
+  // (Event::Capture): a later recording must not delay this queue. A failed
+  // event fails it.
   void EnqueueWait(Event& event);
   // Blocks until every task queued so far has run; returns the sticky
   // status.

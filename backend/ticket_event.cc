@@ -1,8 +1,24 @@
 #include "backend/ticket_event.h"
 
+#include <memory>
 #include <utility>
 
 namespace tessera {
+namespace {
+
+class TicketMark final : public EventMark {
+ public:
+  TicketMark(TicketEvent& event, uint64_t ticket)
+      : event_(event), ticket_(ticket) {}
+  absl::Status Wait() override { return event_.WaitFor(ticket_); }
+  bool IsDone() override { return event_.IsComplete(ticket_); }
+
+ private:
+  TicketEvent& event_;
+  const uint64_t ticket_;
+};
+
+}  // namespace
 
 TicketEvent::TicketEvent(Device& device) : device_(device) {}
 
@@ -13,6 +29,10 @@ absl::Status TicketEvent::Synchronize() { return WaitFor(last_recorded()); }
 bool TicketEvent::IsDone() {
   absl::MutexLock lock(&mu_);
   return completed_ >= recorded_;
+}
+
+std::unique_ptr<EventMark> TicketEvent::Capture() {
+  return std::make_unique<TicketMark>(*this, last_recorded());
 }
 
 uint64_t TicketEvent::Record() {
@@ -31,6 +51,11 @@ void TicketEvent::Complete(uint64_t ticket, absl::Status status) {
   if (ticket <= completed_) return;
   completed_ = ticket;
   status_ = std::move(status);
+}
+
+bool TicketEvent::IsComplete(uint64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  return completed_ >= ticket;
 }
 
 absl::Status TicketEvent::WaitFor(uint64_t ticket) {

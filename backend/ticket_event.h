@@ -25,6 +25,8 @@ class TicketEvent final : public Event {
   // Waits for the latest recording (OK at once if never recorded).
   absl::Status Synchronize() override;
   bool IsDone() override;
+  // A mark of ticket last_recorded(): a wait for it (WaitFor).
+  std::unique_ptr<EventMark> Capture() override;
 
   // Starts a recording; returns its ticket (called when a stream queues
   // the marker).
@@ -36,6 +38,8 @@ class TicketEvent final : public Event {
   void Complete(uint64_t ticket, absl::Status status);
   // Blocks until a ticket >= `ticket` is complete; returns its status.
   absl::Status WaitFor(uint64_t ticket);
+  // Whether a ticket >= `ticket` is complete.
+  bool IsComplete(uint64_t ticket);
 
  private:
   Device& device_;

@@ -12,29 +12,15 @@
 #include "graph/graph.h"
 #include "graph/ops.h"
 #include "backend/alloc/tensor_allocator.h"
+#include "backend/testing/gate_event.h"
 #include "gtest/gtest.h"
 
 namespace tessera {
 namespace {
 
+using testing::GateEvent;
+
 constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
-
-// An event of a foreign kind that completes when the test opens it.
-class GateEvent final : public Event {
- public:
-  explicit GateEvent(Device& device) : device_(device) {}
-  Device& device() override { return device_; }
-  absl::Status Synchronize() override {
-    open_.WaitForNotification();
-    return absl::OkStatus();
-  }
-  bool IsDone() override { return open_.HasBeenNotified(); }
-  void Open() { open_.Notify(); }
-
- private:
-  Device& device_;
-  absl::Notification open_;
-};
 
 CpuDeviceOptions Options(const char* name, int n_threads) {
   return {.name = name, .n_threads = n_threads, .memory_limit = 0};
@@ -165,6 +151,26 @@ TEST(CpuStreamTest, EventsOrderWorkAcrossDevices) {
   EXPECT_TRUE(done_b->IsDone());
   ASSERT_TRUE(stream_b->Synchronize().ok());
   for (int i = 0; i < 48; ++i) EXPECT_FLOAT_EQ(out[i], 4.0f * in[i]) << i;
+}
+
+TEST(CpuStreamTest, WaitsForTheRecordingCurrentWhenTheWaitWasQueued) {
+  CpuDevice device(Options("cpu0", 1));
+  std::unique_ptr<Stream> stream = device.CreateStream().value();
+  GateEvent gate(device);
+  ASSERT_TRUE(stream->WaitEvent(gate).ok());
+  // The event is recorded again (as a pipelined schedule does) before the
+  // first recording completes; the queued wait is for the first only.
+  gate.Record();
+  gate.Open(0);
+  absl::Notification synchronized;
+  std::thread waiter([&] {
+    EXPECT_TRUE(stream->Synchronize().ok());
+    synchronized.Notify();
+  });
+  EXPECT_TRUE(synchronized.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the wait is for the later recording";
+  gate.Open(1);
+  waiter.join();
 }
 
 TEST(CpuStreamTest, UnrecordedEventIsDoneAndWaitingOnItIsANoOp) {

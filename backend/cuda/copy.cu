@@ -295,6 +295,11 @@ __global__ void MergeKernelErrorKernel(KernelError* to,
   if (to->code == kKernelOk && from->code != kKernelOk) *to = *from;
 }
 
+__global__ void WaitHostFlagKernel(const volatile unsigned long long* flag,
+                                   unsigned long long target) {
+  while (*flag < target) __nanosleep(2000);
+}
+
 // Blocks of 256 threads for one warp per item, capped; kernels stride.
 unsigned WarpItemBlocks(int64_t items) {
   const int64_t blocks = (items + 7) / 8;
@@ -365,6 +370,13 @@ cudaError_t Concat(const KTensor& dst, const KTensor& a, const KTensor& b,
 cudaError_t MergeKernelError(KernelError* to, const KernelError* from,
                              cudaStream_t stream) {
   MergeKernelErrorKernel<<<1, 1, 0, stream>>>(to, from);
+  return cudaGetLastError();
+}
+
+cudaError_t WaitHostFlag(const uint64_t* flag, uint64_t target,
+                         cudaStream_t stream) {
+  WaitHostFlagKernel<<<1, 1, 0, stream>>>(
+      reinterpret_cast<const volatile unsigned long long*>(flag), target);
   return cudaGetLastError();
 }
 

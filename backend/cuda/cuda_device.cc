@@ -51,14 +51,18 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(
       !s.ok()) {
     return unavailable(s);
   }
-  std::unique_ptr<CudaDevice> device(
-      new CudaDevice(std::move(options), name, properties, total));
+  absl::StatusOr<std::unique_ptr<ForeignWaits>> foreign_waits =
+      ForeignWaits::Create(name);
+  if (!foreign_waits.ok()) return foreign_waits.status();
+  std::unique_ptr<CudaDevice> device(new CudaDevice(
+      std::move(options), name, properties, total, *std::move(foreign_waits)));
   device->last_free_.store(free);
   return device;
 }
 
 CudaDevice::CudaDevice(CudaDeviceOptions options, std::string name,
-                       const cudaDeviceProp& properties, size_t memory_total)
+                       const cudaDeviceProp& properties, size_t memory_total,
+                       std::unique_ptr<ForeignWaits> foreign_waits)
     : options_(std::move(options)),
       name_(std::move(name)),
       properties_(properties),
@@ -68,7 +72,8 @@ CudaDevice::CudaDevice(CudaDeviceOptions options, std::string name,
                                        memory_total_, *chunk_source_,
                                        options_.pool_chunk_size)),
       buffer_type_(std::make_unique<CudaBufferType>(*this, memory_total_)),
-      host_buffer_type_(std::make_unique<CudaHostBufferType>(*this)) {}
+      host_buffer_type_(std::make_unique<CudaHostBufferType>(*this)),
+      foreign_waits_(std::move(foreign_waits)) {}
 
 CudaDevice::~CudaDevice() = default;
 

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/cuda/cuda_pool.h"
+#include "backend/cuda/foreign_waits.h"
 #include "backend/device.h"
 
 namespace tessera {
@@ -83,6 +84,8 @@ class CudaDevice final : public Device {
   const CudaDeviceOptions& options() const { return options_; }
   const cudaDeviceProp& properties() const { return properties_; }
   CudaPool& pool() { return *pool_; }
+  // Where this device's streams wait for events of other kinds of devices.
+  ForeignWaits& foreign_waits() { return *foreign_waits_; }
 
   // OK while healthy; otherwise FAILED_PRECONDITION with the first sticky
   // error.
@@ -101,7 +104,8 @@ class CudaDevice final : public Device {
 
  private:
   CudaDevice(CudaDeviceOptions options, std::string name,
-             const cudaDeviceProp& properties, size_t memory_total);
+             const cudaDeviceProp& properties, size_t memory_total,
+             std::unique_ptr<ForeignWaits> foreign_waits);
 
   // Constant after construction.
   const CudaDeviceOptions options_;
@@ -112,6 +116,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<CudaPool> pool_;
   std::unique_ptr<CudaBufferType> buffer_type_;
   std::unique_ptr<CudaHostBufferType> host_buffer_type_;
+  std::unique_ptr<ForeignWaits> foreign_waits_;
 
   std::atomic<bool> healthy_{true};
   std::atomic<size_t> last_free_{0};

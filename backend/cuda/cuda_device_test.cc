@@ -30,6 +30,7 @@
 #include "graph/ops.h"
 #include "backend/alloc/tensor_allocator.h"
 #include "graph/type.h"
+#include "backend/testing/gate_event.h"
 #include "gtest/gtest.h"
 
 namespace tessera {
@@ -264,25 +265,6 @@ TEST_F(CudaDeviceTest, EventOrdersWorkAcrossTwoStreams) {
   ASSERT_TRUE(s1->Synchronize().ok());
 }
 
-// An event of another kind of device, done when the test says so.
-class GateEvent final : public Event {
- public:
-  GateEvent(Device& device, absl::Status result)
-      : device_(device), result_(std::move(result)) {}
-  Device& device() override { return device_; }
-  absl::Status Synchronize() override {
-    open_.WaitForNotification();
-    return result_;
-  }
-  bool IsDone() override { return open_.HasBeenNotified(); }
-  void Open() { open_.Notify(); }
-
- private:
-  Device& device_;
-  const absl::Status result_;
-  absl::Notification open_;
-};
-
 TEST_F(CudaDeviceTest, WaitsForAnEventOfAnotherKind) {
   Context ctx;
   absl::StatusOr<Tensor*> t = ctx.NewTensor(Type::kF32, {256});
@@ -290,7 +272,7 @@ TEST_F(CudaDeviceTest, WaitsForAnEventOfAnotherKind) {
   absl::StatusOr<std::unique_ptr<Buffer>> buffer =
       AllocTensors(device_->buffer_type(), {*t});
   ASSERT_TRUE(buffer.ok());
-  GateEvent gate(*device_, absl::OkStatus());
+  testing::GateEvent gate(*device_, absl::OkStatus());
   std::unique_ptr<Stream> stream = NewStream();
   std::unique_ptr<Event> after = NewEvent();
   ASSERT_TRUE(stream && after);
@@ -309,7 +291,7 @@ TEST_F(CudaDeviceTest, WaitsForAnEventOfAnotherKind) {
 }
 
 TEST_F(CudaDeviceTest, FailedEventOfAnotherKindFailsTheStream) {
-  GateEvent gate(*device_, absl::InternalError("the gate broke"));
+  testing::GateEvent gate(*device_, absl::InternalError("the gate broke"));
   gate.Open();
   std::unique_ptr<Stream> stream = NewStream();
   std::unique_ptr<Event> after = NewEvent();

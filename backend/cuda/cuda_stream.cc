@@ -14,7 +14,6 @@
 #include "backend/cuda/cuda_error.h"
 #include "backend/cuda/cuda_event.h"
 #include "backend/cuda/kernels.h"
-#include "backend/ticket_event.h"
 #include "graph/graph.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -29,35 +28,6 @@ constexpr size_t kScratchGranularity = size_t{1} << 20;
 absl::Status Prefixed(const absl::Status& status, std::string_view prefix) {
   return absl::Status(status.code(),
                       absl::StrFormat("%s%s", prefix, status.message()));
-}
-
-// What a host callback needs to wait for another device's event: a
-// TicketEvent (CPU and remote devices) with the ticket recorded when the wait
-// was queued, so that a later recording does not delay this stream; any
-// other event through Event::Synchronize.
-struct ForeignWait {
-  Event* event;
-  TicketEvent* ticket_event;  // null for other kinds of events
-  uint64_t ticket;
-  KernelError* record;
-  std::string prefix;
-};
-
-// Runs on CUDA's callback thread in stream order: blocks until the event is
-// done and, if it failed, writes its status into the record (unless an
-// earlier failure is there). Makes no CUDA calls.
-void WaitForeignEvent(void* arg) {
-  std::unique_ptr<ForeignWait> wait(static_cast<ForeignWait*>(arg));
-  const absl::Status s = wait->ticket_event != nullptr
-                             ? wait->ticket_event->WaitFor(wait->ticket)
-                             : wait->event->Synchronize();
-  if (s.ok() || wait->record->code != cuda_kernels::kKernelOk) return;
-  const std::string message = absl::StrCat(wait->prefix, s.message());
-  const size_t n = std::min(message.size(), sizeof(wait->record->message) - 1);
-  std::memcpy(wait->record->message, message.data(), n);
-  wait->record->message[n] = '\0';
-  wait->record->value = static_cast<int64_t>(s.code());
-  wait->record->code = cuda_kernels::kKernelForeignEventFailed;
 }
 
 }  // namespace
@@ -106,8 +76,13 @@ absl::Status CudaStream::Init() {
       foreign_, AllocatePinnedHost<KernelError>(
                     device_, sizeof(KernelError),
                     cudaHostAllocPortable | cudaHostAllocMapped, kWhere));
+  TESSERA_ASSIGN_OR_RETURN(
+      foreign_flag_, AllocatePinnedHost<uint64_t>(
+                         device_, sizeof(uint64_t),
+                         cudaHostAllocPortable | cudaHostAllocMapped, kWhere));
   std::memset(readback_.get(), 0, sizeof(KernelError));
   std::memset(foreign_.get(), 0, sizeof(KernelError));
+  *foreign_flag_.get() = 0;
   TESSERA_RETURN_IF_ERROR(device_.Check(
       cudaMemsetAsync(error_.get(), 0, sizeof(KernelError), stream_.get()),
       "cudaMemsetAsync", kWhere));
@@ -117,6 +92,8 @@ absl::Status CudaStream::Init() {
 
 // The members release the rest (cuda_handles.h), the captured graph first.
 CudaStream::~CudaStream() {
+  // A wait for an event that never completes must not hold the stream.
+  device_.foreign_waits().Cancel(this);
   if (stream_ && device_.Activate("~CudaStream").ok()) {
     device_
         .Check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize",
@@ -341,54 +318,55 @@ absl::Status CudaStream::RecordEvent(Event& event) {
   TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
   // The record copy and the marker run even after a failure, so that the
   // event reports it.
-  TESSERA_RETURN_IF_ERROR(Queued(
-      cudaMemcpyAsync(cuda_event->record(), error_.get(), sizeof(KernelError),
-                      cudaMemcpyDeviceToHost, stream_.get()),
-      "cudaMemcpyAsync", kWhere));
   TESSERA_RETURN_IF_ERROR(
-      Queued(cudaEventRecord(cuda_event->handle(), stream_.get()),
-             "cudaEventRecord", kWhere));
-  cuda_event->SetRecordedStatus(status());
+      Fail(cuda_event->Record(stream_.get(), error_.get(), status())));
   return absl::OkStatus();
 }
 
 absl::Status CudaStream::WaitEvent(Event& event) {
   constexpr std::string_view kWhere = "CudaStream::WaitEvent";
-  const std::string prefix =
-      absl::StrFormat("[%s] waiting for an event of %s: ", device_.name(),
-                      event.device().name());
+  const std::string what =
+      absl::StrFormat("waiting for an event of %s: ", event.device().name());
+  const std::string prefix = absl::StrFormat("[%s] %s", device_.name(), what);
   TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
   if (auto* cuda_event = dynamic_cast<CudaEvent*>(&event)) {
     TESSERA_RETURN_IF_ERROR(Fail(cuda_event->cuda_device().health()));
-    if (absl::Status s = cuda_event->recorded_status(); !s.ok()) {
+    CudaEvent::Latest latest = cuda_event->latest();
+    if (!latest.status.ok()) {
       // Sticky from now on; reported by Synchronize and later events.
-      Fail(Prefixed(s, prefix)).IgnoreError();
+      Fail(Prefixed(latest.status, prefix)).IgnoreError();
       return absl::OkStatus();
     }
     TESSERA_RETURN_IF_ERROR(
-        Queued(cudaStreamWaitEvent(stream_.get(), cuda_event->handle(), 0),
+        Queued(cudaStreamWaitEvent(stream_.get(), latest.event, 0),
                "cudaStreamWaitEvent", kWhere));
-    return Queued(cuda_kernels::MergeKernelError(
-                      error_.get(), cuda_event->record(), stream_.get()),
-                  "MergeKernelError kernel launch", kWhere);
+    TESSERA_RETURN_IF_ERROR(
+        Queued(cuda_kernels::MergeKernelError(error_.get(), latest.record,
+                                              stream_.get()),
+               "MergeKernelError kernel launch", kWhere));
+    // Keeps the recording's record from being overwritten before the merge
+    // above reads it: a stream this far behind is not expected.
+    waited_.push_back(std::move(latest.hold));
+    if (waited_.size() > kMaxWaited) waited_.pop_front();
+    return absl::OkStatus();
   }
-  // Another kind of device: a host callback in stream order blocks until the
-  // event is done (CUDA's callback thread waits meanwhile). The record's
-  // message gets the device prefix when it is turned into a status.
-  auto* ticket_event = dynamic_cast<TicketEvent*>(&event);
-  const uint64_t ticket =
-      ticket_event != nullptr ? ticket_event->last_recorded() : 0;
-  if (ticket_event != nullptr && ticket == 0) return absl::OkStatus();
-  auto* wait = new ForeignWait{
-      &event, ticket_event, ticket, foreign_.get(),
-      absl::StrFormat("waiting for an event of %s: ", event.device().name())};
-  if (absl::Status s =
-          Queued(cudaLaunchHostFunc(stream_.get(), WaitForeignEvent, wait),
-                 "cudaLaunchHostFunc", kWhere);
-      !s.ok()) {
-    delete wait;
-    return s;
+  // Another kind of device: the mark of its current recording is released
+  // by the device's ForeignWaits; the GPU holds this stream meanwhile, and
+  // no CUDA thread blocks.
+  std::unique_ptr<EventMark> mark = event.Capture();
+  if (mark->IsDone()) {
+    if (absl::Status s = mark->Wait(); !s.ok()) {
+      Fail(Prefixed(s, prefix)).IgnoreError();
+    }
+    return absl::OkStatus();
   }
+  const uint64_t target = ++foreign_waits_;
+  TESSERA_RETURN_IF_ERROR(
+      Queued(cuda_kernels::WaitHostFlag(foreign_flag_.get(), target,
+                                        stream_.get()),
+             "WaitHostFlag kernel launch", kWhere));
+  device_.foreign_waits().Add(this, foreign_flag_.get(), target,
+                              std::move(mark), foreign_.get(), what);
   return Queued(cuda_kernels::MergeKernelError(error_.get(), foreign_.get(),
                                                stream_.get()),
                 "MergeKernelError kernel launch", kWhere);

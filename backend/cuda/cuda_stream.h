@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -34,8 +36,9 @@ class CudaDevice;
 //    back and RecordEvent copies into the event;
 //  - a failed event that this stream waited for: a CUDA event's record is
 //    merged into this stream's record in stream order; another device's
-//    event is waited for by a host callback that writes its status into a
-//    record that is then merged the same way.
+//    event is waited for on the GPU (a kernel holds the stream until the
+//    device's ForeignWaits releases it, with no CUDA thread blocked), and
+//    its status goes into a record that is then merged the same way.
 // Once the status is known on the host, later work is skipped (calls
 // return OK and queue nothing). Work already queued when a kernel fails
 // still runs; its results are unspecified and the status reports the
@@ -109,10 +112,16 @@ class CudaStream final : public Stream {
   PoolMemory<cuda_kernels::KernelError> error_;
   PinnedHostMemory<cuda_kernels::KernelError> readback_;
   PinnedHostMemory<cuda_kernels::KernelError> foreign_;  // mapped
+  // The count of foreign waits released (ForeignWaits writes it; mapped).
+  PinnedHostMemory<uint64_t> foreign_flag_;
   CudaStreamHandle stream_;
   CublasHandle cublas_;
 
   // Used by the queuing thread only.
+  static constexpr size_t kMaxWaited = 64;
+  // The latest recordings of CUDA events this stream waited for.
+  std::deque<std::shared_ptr<const void>> waited_;
+  uint64_t foreign_waits_ = 0;  // foreign waits queued
   PoolMemory<> scratch_;
   size_t scratch_size_ = 0;
   CudaGraphCache graphs_;

@@ -121,6 +121,11 @@ cudaError_t Concat(const KTensor& dst, const KTensor& a, const KTensor& b,
 // mapped host memory).
 cudaError_t MergeKernelError(KernelError* to, const KernelError* from,
                              cudaStream_t stream);
+// Holds `stream` until *flag (mapped host memory, written by the host)
+// reaches `target`: one thread that polls with pauses, so the GPU's other
+// work goes on meanwhile.
+cudaError_t WaitHostFlag(const uint64_t* flag, uint64_t target,
+                         cudaStream_t stream);
 
 // mul_mat.cu
 // dst[i, 0, i2, i3] = dot(a row i, b row 0) for b with one column per
