@@ -259,6 +259,81 @@ TEST(MetaDeviceTest, ColumnParallelOnlyGathers) {
   }
 }
 
+// Attention heads split over members: Q/K/V column parallel on whole
+// heads, O and the FFN's down projection row parallel.
+SplitPolicy BlockPolicy(int n) {
+  using testing::Block;
+  return [n](const Tensor& t) -> SplitState {
+    if (t.name == "wq" || t.name == "wk" || t.name == "wv") {
+      return SplitState::Even(1, t.ne[1], n, Block::kHeadDim).value();
+    }
+    if (t.name == "wo") {
+      return SplitState::Even(0, t.ne[0], n, Block::kHeadDim).value();
+    }
+    if (t.name == "wg" || t.name == "wu") {
+      return SplitState::Even(1, t.ne[1], n).value();
+    }
+    if (t.name == "wd") return SplitState::Even(0, t.ne[0], n).value();
+    return SplitState::Mirrored();
+  };
+}
+
+// The block's graph with its inputs, every tensor in one compute buffer.
+std::vector<float> RunBlock(Device& device, std::vector<Device*> weight_devs,
+                            Stream& stream, int* collectives) {
+  using testing::Block;
+  Weights weights(std::move(weight_devs));
+  Block block = Block::Make(weights).value();
+  EXPECT_TRUE(weights.Upload().ok());
+  Context ctx;
+  Tensor* x =
+      testing::NewInput(ctx, Type::kF32, {Block::kDim, Block::kTokens}, "x")
+          .value();
+  Tensor* pos =
+      testing::NewInput(ctx, Type::kI32, {Block::kTokens}, "pos").value();
+  Tensor* mask = testing::NewInput(ctx, Type::kF32,
+                                   {Block::kTokens, Block::kTokens}, "mask")
+                     .value();
+  Tensor* y = block.Forward(ctx, x, pos, mask, /*flash=*/false).value();
+  y->flags |= kFlagOutput;
+  Graph graph;
+  EXPECT_TRUE(graph.Expand(y).ok());
+  std::vector<Tensor*> all = {x, pos, mask};
+  for (Tensor* t : graph.nodes()) all.push_back(t);
+  auto buffer = AllocTensors(device.buffer_type(), all).value();
+  buffer->set_usage(BufferUsage::kCompute);
+  testing::BlockInputs in = testing::BlockInputs::Make();
+  EXPECT_TRUE(testing::Write(*x, in.x.data()).ok());
+  EXPECT_TRUE(testing::Write(*pos, in.pos.data()).ok());
+  EXPECT_TRUE(testing::Write(*mask, in.mask.data()).ok());
+  absl::Status s = stream.Compute(graph);
+  EXPECT_TRUE(s.ok()) << s;
+  if (auto* meta = dynamic_cast<MetaStream*>(&stream)) {
+    *collectives = meta->last_collectives();
+  }
+  return testing::Read(*y);
+}
+
+TEST(MetaDeviceTest, AttentionBlockSplitByHeads) {
+  Registry one;
+  ASSERT_TRUE(AddCpuDevices(1, 1, one).ok());
+  auto ref_stream = one.devices()[0]->CreateStream().value();
+  int unused = 0;
+  const std::vector<float> want = RunBlock(
+      *one.devices()[0], {one.devices()[0]}, *ref_stream, &unused);
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    Tp tp(n, 1, 0, BlockPolicy);
+    auto stream = tp.meta().CreateStream().value();
+    int collectives = 0;
+    const std::vector<float> got =
+        RunBlock(tp.meta(), {&tp.meta()}, *stream, &collectives);
+    EXPECT_LT(Nmse(got, want), 1e-10);
+    // One all-reduce after O, one after the FFN: heads never gathered.
+    EXPECT_EQ(collectives, 2);
+  }
+}
+
 TEST(MetaDeviceTest, SchedulerRunsMetaStage) {
   Tp tp(2, 1, 1, MlpPolicy);
   Weights weights({&tp.meta()});

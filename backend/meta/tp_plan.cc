@@ -1,6 +1,7 @@
 #include "backend/meta/tp_plan.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -569,9 +570,82 @@ class Deriver {
     return Clone(node, s, srcs);
   }
 
+  // The split of RESHAPE `node` of contiguous `src` split by `s`, when the
+  // split axis survives: a node axis e holds the split axis merged with
+  // whole inner axes, or a part of it whose every slice is whole.
+  std::optional<SplitState> ReshapedSplit(const Tensor& src,
+                                          const SplitState& s,
+                                          const Tensor& node) {
+    const int d = s.axis_index();
+    int64_t inner = 1, outer = 1;
+    for (int k = 0; k < d; ++k) inner *= src.ne[k];
+    for (int k = d + 1; k < kMaxDims; ++k) outer *= src.ne[k];
+    int64_t before = 1;
+    for (int e = 0; e < kMaxDims; ++e) {
+      int64_t after = 1;
+      for (int k = e + 1; k < kMaxDims; ++k) after *= node.ne[k];
+      if (after == outer && before * node.ne[e] == inner * src.ne[d]) {
+        SplitState out = s;
+        out.axis = static_cast<SplitAxis>(e);
+        if (before <= inner && inner % before == 0) {
+          for (int64_t& l : out.lengths) l *= inner / before;
+          return out;
+        }
+        if (before % inner == 0) {
+          const int64_t f = before / inner;
+          for (int64_t& l : out.lengths) {
+            if (l % f != 0) return std::nullopt;
+            l /= f;
+          }
+          return out;
+        }
+        return std::nullopt;
+      }
+      before *= node.ne[e];
+    }
+    return std::nullopt;
+  }
+
   absl::Status ViewRule(Tensor* node) {
-    // Views of whole tensors only: the split axis generally does not
-    // survive a reshape.
+    // A split survives PERMUTE, and RESHAPE where ReshapedSplit finds it.
+    Tensor* a = node->src[0];
+    TESSERA_ASSIGN_OR_RETURN(Placed * pa_ptr, Get(a));
+    const Placed pa = *pa_ptr;
+    if (pa.state.is_split() && node->op == Op::kPermute) {
+      SplitState out = pa.state;
+      out.axis = static_cast<SplitAxis>(node->op_params[pa.state.axis_index()]);
+      Placed p{out, std::vector<Tensor*>(n_)};
+      for (int i = 0; i < n_; ++i) {
+        TESSERA_ASSIGN_OR_RETURN(
+            p.m[i], Permute(plan_.ctx, pa.m[i], node->op_params[0],
+                            node->op_params[1], node->op_params[2],
+                            node->op_params[3]));
+        Adopt(i, p.m[i]);
+      }
+      placed_[node] = std::move(p);
+      return absl::OkStatus();
+    }
+    if (pa.state.is_split() && node->op == Op::kReshape &&
+        a->IsContiguous()) {
+      if (std::optional<SplitState> out = ReshapedSplit(*a, pa.state, *node)) {
+        Placed p{*out, std::vector<Tensor*>(n_)};
+        for (int i = 0; i < n_; ++i) {
+          if (!pa.m[i]->IsContiguous()) return AllWholeView(node);
+          int64_t ne[kMaxDims];
+          MemberShape(*node, *out, i, ne);
+          TESSERA_ASSIGN_OR_RETURN(
+              p.m[i], Reshape(plan_.ctx, pa.m[i], {ne[0], ne[1], ne[2], ne[3]}));
+          Adopt(i, p.m[i]);
+        }
+        placed_[node] = std::move(p);
+        return absl::OkStatus();
+      }
+    }
+    return AllWholeView(node);
+  }
+
+  absl::Status AllWholeView(Tensor* node) {
+    // A view of the whole tensor.
     Tensor* root = node->view_src != nullptr ? node->view_src : node->src[0];
     TESSERA_RETURN_IF_ERROR(Whole(node->src[0]).status());
     TESSERA_ASSIGN_OR_RETURN(Placed w, Whole(root));

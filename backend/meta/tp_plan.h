@@ -20,9 +20,11 @@
 //     split that does not cut a row (axis >= 1; ROPE: the head axis 1);
 //     otherwise the input is gathered first. SOFT_MAX with ALiBi keeps
 //     no head split.
-//   View ops (RESHAPE, VIEW, PERMUTE, TRANSPOSE): of a whole tensor; a
-//     RESHAPE or PERMUTE of a tensor split on whole sub-blocks keeps the
-//     split on the corresponding axis.
+//   View ops (RESHAPE, VIEW, PERMUTE, TRANSPOSE): PERMUTE moves the split
+//     axis; RESHAPE of a contiguous split tensor keeps the split where an
+//     axis of the result holds the split axis merged with whole inner axes
+//     or cut into whole parts ([h*d, t] split on 0 <-> [d, h, t] split on
+//     1: attention heads); otherwise a view of the whole tensor.
 //   Whole-only (GET_ROWS, SUM_ROWS, MEAN, ARGMAX, CONCAT): every input
 //     gathered, every member computes the whole result.
 // Collectives: PARTIAL -> whole is an in-place AllReduce; split -> whole
