@@ -147,8 +147,7 @@ absl::Status Buffer::MemsetTensor(Tensor& t, uint8_t value, size_t offset,
 }
 
 absl::Status Buffer::DoSetTensor(Tensor& t, size_t base_offset,
-                                 const void* data, size_t offset,
-                                 size_t size) {
+                                 const void* data, size_t offset, size_t size) {
   return DoWrite(base_offset + offset, data, size);
 }
 
@@ -158,8 +157,7 @@ absl::Status Buffer::DoGetTensor(const Tensor& t, size_t base_offset,
 }
 
 absl::Status Buffer::DoMemsetTensor(Tensor& t, size_t base_offset,
-                                    uint8_t value, size_t offset,
-                                    size_t size) {
+                                    uint8_t value, size_t offset, size_t size) {
   return DoMemset(base_offset + offset, value, size);
 }
 

@@ -90,8 +90,7 @@ class Buffer {
   virtual absl::Status DoWrite(size_t offset, const void* data,
                                size_t size) = 0;
   virtual absl::Status DoRead(size_t offset, void* data, size_t size) = 0;
-  virtual absl::Status DoMemset(size_t offset, uint8_t value,
-                                size_t size) = 0;
+  virtual absl::Status DoMemset(size_t offset, uint8_t value, size_t size) = 0;
   // Unchecked tensor transfers, called by SetTensor, GetTensor and
   // MemsetTensor once `t` is known to lie in this buffer at byte
   // `base_offset` and [offset, offset + size) inside its data. The defaults

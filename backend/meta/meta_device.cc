@@ -90,9 +90,9 @@ absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::Alloc(size_t size) {
   void* base = mmap(nullptr, reserved, PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "[", device_.name(), " Alloc] cannot reserve ", reserved,
-        " bytes of address space"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("[", device_.name(), " Alloc] cannot reserve ", reserved,
+                     " bytes of address space"));
   }
   return std::make_unique<MetaBuffer>(*this, size, std::move(members), base,
                                       reserved);
@@ -125,8 +125,8 @@ size_t MetaBufferType::AllocSize(const Tensor& t) const {
 // ---------------------------------------------------------------- buffer
 
 MetaBuffer::MetaBuffer(MetaBufferType& type, size_t size,
-                       std::vector<std::unique_ptr<Buffer>> members,
-                       void* base, size_t reserved)
+                       std::vector<std::unique_ptr<Buffer>> members, void* base,
+                       size_t reserved)
     : Buffer(type, size),
       type_(type),
       members_(std::move(members)),
@@ -151,9 +151,9 @@ absl::StatusOr<SplitState> MetaBuffer::StateOf(const Tensor& t) {
   }
   if (usage() == BufferUsage::kCompute) return SplitState::Mirrored();
   SplitState state = meta_device().policy()(t);
-  TESSERA_RETURN_IF_ERROR(Prefixed(
-      ValidateSplit(state, t, n_members()),
-      absl::StrCat("[", meta_device().name(), "] split policy: ")));
+  TESSERA_RETURN_IF_ERROR(
+      Prefixed(ValidateSplit(state, t, n_members()),
+               absl::StrCat("[", meta_device().name(), "] split policy: ")));
   absl::MutexLock lock(&mu_);
   states_[key] = state;
   return state;
@@ -176,15 +176,15 @@ Tensor MetaBuffer::MemberTensor(const Tensor& t, const SplitState& state,
   } else {
     for (int d = 0; d < kMaxDims; ++d) m.nb[d] = t.nb[d];
   }
-  const size_t offset = static_cast<const char*>(t.data) -
-                        static_cast<const char*>(base_);
+  const size_t offset =
+      static_cast<const char*>(t.data) - static_cast<const char*>(base_);
   m.data = static_cast<char*>(members_[i]->base()) + offset;
   m.buffer = members_[i].get();
   return m;
 }
 
-Tensor* MetaBuffer::StableMemberTensor(const Tensor& t,
-                                       const SplitState& state, int i) {
+Tensor* MetaBuffer::StableMemberTensor(const Tensor& t, const SplitState& state,
+                                       int i) {
   auto m = std::make_unique<Tensor>(MemberTensor(t, state, i));
   absl::MutexLock lock(&mu_);
   // Reuse an identical one.
@@ -198,9 +198,9 @@ Tensor* MetaBuffer::StableMemberTensor(const Tensor& t,
   return stable_.back().get();
 }
 
-absl::Status MetaBuffer::DoWrite(size_t offset, const void* data,
-                                 size_t size) {
-  for (auto& m : members_) TESSERA_RETURN_IF_ERROR(m->Write(offset, data, size));
+absl::Status MetaBuffer::DoWrite(size_t offset, const void* data, size_t size) {
+  for (auto& m : members_)
+    TESSERA_RETURN_IF_ERROR(m->Write(offset, data, size));
   return absl::OkStatus();
 }
 
@@ -340,8 +340,8 @@ absl::StatusOr<std::unique_ptr<MetaDevice>> MetaDevice::Create(
   if (!policy) return absl::InvalidArgumentError(where + "no split policy");
   if (comm.size() != static_cast<int>(members.size())) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, "the communicator has ", comm.size(),
-                     " ranks for ", members.size(), " members"));
+        absl::StrCat(where, "the communicator has ", comm.size(), " ranks for ",
+                     members.size(), " members"));
   }
   absl::flat_hash_set<Device*> seen;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -352,9 +352,8 @@ absl::StatusOr<std::unique_ptr<MetaDevice>> MetaDevice::Create(
     }
     const DeviceCaps caps = d->Props().caps;
     if (!caps.async || !caps.events) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "member ", d->name(),
-                       " lacks async streams or events"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "member ", d->name(), " lacks async streams or events"));
     }
     if (&comm.device(static_cast<int>(i)) != d) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -369,8 +368,8 @@ DeviceProps MetaDevice::Props() {
   DeviceProps props;
   props.name = name_;
   props.type = DeviceType::kMeta;
-  props.description = absl::StrCat("tensor parallel over ", members_.size(),
-                                   " devices:");
+  props.description =
+      absl::StrCat("tensor parallel over ", members_.size(), " devices:");
   size_t free = std::numeric_limits<size_t>::max();
   size_t total = std::numeric_limits<size_t>::max();
   for (Device* d : members_) {

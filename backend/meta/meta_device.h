@@ -215,8 +215,8 @@ class MetaDevice final : public Device {
   const SplitPolicy& policy() const { return policy_; }
 
  private:
-  MetaDevice(std::string name, std::vector<Device*> members,
-             Communicator& comm, SplitPolicy policy);
+  MetaDevice(std::string name, std::vector<Device*> members, Communicator& comm,
+             SplitPolicy policy);
 
   // Constant after construction.
   const std::string name_;

@@ -87,8 +87,9 @@ TEST(MetaDeviceTest, CreateChecksArguments) {
   ASSERT_TRUE(AddCpuDevices(3, 1, registry).ok());
   std::vector<Device*> two = {registry.devices()[0], registry.devices()[1]};
   auto comm = HostCommunicator::Create(two).value();
-  EXPECT_EQ(MetaDevice::Create("m", {}, *comm, MirroredPolicy()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      MetaDevice::Create("m", {}, *comm, MirroredPolicy()).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MetaDevice::Create("m", {two[0], two[0]}, *comm, MirroredPolicy())
                 .status()
                 .code(),
@@ -319,8 +320,8 @@ TEST(MetaDeviceTest, AttentionBlockSplitByHeads) {
   ASSERT_TRUE(AddCpuDevices(1, 1, one).ok());
   auto ref_stream = one.devices()[0]->CreateStream().value();
   int unused = 0;
-  const std::vector<float> want = RunBlock(
-      *one.devices()[0], {one.devices()[0]}, *ref_stream, &unused);
+  const std::vector<float> want =
+      RunBlock(*one.devices()[0], {one.devices()[0]}, *ref_stream, &unused);
   for (int n : {2, 4}) {
     SCOPED_TRACE(n);
     Tp tp(n, 1, 0, BlockPolicy);
@@ -376,9 +377,9 @@ TEST(MetaDeviceTest, TensorTimesPipelineParallel) {
   auto s0 = tp.meta(0).CreateStream().value();
   auto s1 = tp.meta(1).CreateStream().value();
   auto cpu = tp.extra(0).CreateStream().value();
-  auto sched = Scheduler::Create({s0.get(), s1.get(), cpu.get()}, {},
-                                 {.n_copies = 4})
-                   .value();
+  auto sched =
+      Scheduler::Create({s0.get(), s1.get(), cpu.get()}, {}, {.n_copies = 4})
+          .value();
   Context ctx;
   Tensor* x =
       testing::NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
@@ -402,8 +403,7 @@ TEST(MetaDeviceTest, TensorTimesPipelineParallel) {
   }
   ASSERT_TRUE(sched->Synchronize().ok());
   for (int k = 0; k < kBatches; ++k) {
-    EXPECT_LT(Nmse(outs[k], NaiveMlp(b, NaiveMlp(a, MlpInput(k)))), 1e-10)
-        << k;
+    EXPECT_LT(Nmse(outs[k], NaiveMlp(b, NaiveMlp(a, MlpInput(k)))), 1e-10) << k;
   }
 }
 
@@ -412,7 +412,8 @@ TEST(MetaDeviceTest, OpWithoutRuleIsNotSupported) {
   Context ctx;
   Tensor* a = ctx.NewTensor(Type::kF32, {8, 2}).value();
   Tensor* w = ctx.NewTensor(Type::kF32, {8, 4}).value();
-  EXPECT_FALSE(tp.meta().SupportsOp(*Argsort(ctx, a, SortOrder::kAscending).value()));
+  EXPECT_FALSE(
+      tp.meta().SupportsOp(*Argsort(ctx, a, SortOrder::kAscending).value()));
   EXPECT_TRUE(tp.meta().SupportsOp(*MulMat(ctx, w, a).value()));
   EXPECT_TRUE(tp.meta().SupportsOp(*RmsNorm(ctx, a, 1e-5f).value()));
 }
@@ -437,7 +438,8 @@ TEST(MetaDeviceTest, MemberErrorsSurfaceAsStatuses) {
   Tensor* table = ctx.NewTensor(Type::kF32, {4, 3}).value();
   Tensor* ids = ctx.NewTensor(Type::kI32, {2}).value();
   Tensor* rows = GetRows(ctx, table, ids).value();
-  auto buffer = AllocTensors(tp.meta().buffer_type(), {table, ids, rows}).value();
+  auto buffer =
+      AllocTensors(tp.meta().buffer_type(), {table, ids, rows}).value();
   buffer->set_usage(BufferUsage::kCompute);
   const int32_t bad[2] = {0, 7};
   ASSERT_TRUE(buffer->SetTensor(*ids, bad, 0, sizeof(bad)).ok());

@@ -33,8 +33,8 @@ absl::StatusOr<MetaBuffer*> MetaStream::MetaBufferOf(const Tensor& t,
   auto* b = dynamic_cast<MetaBuffer*>(t.buffer);
   if (b == nullptr || &b->meta_device() != &device_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("[", device_.name(), " ", where, "] tensor ",
-                     Describe(t), " is not in this meta device's memory"));
+        absl::StrCat("[", device_.name(), " ", where, "] tensor ", Describe(t),
+                     " is not in this meta device's memory"));
   }
   TESSERA_RETURN_IF_ERROR(b->OffsetOf(t).status());
   return b;
@@ -54,8 +54,8 @@ absl::Status MetaStream::SetTensorAsync(Tensor& t, const void* data,
     if (state.axis == SplitAxis::kPartial && i > 0) {
       // The other members hold zeros: the sum is the value.
       zeros_.push_back(std::make_unique<std::vector<uint8_t>>(size, 0));
-      TESSERA_RETURN_IF_ERROR(members_[i]->SetTensorAsync(
-          *m, zeros_.back()->data(), offset, size));
+      TESSERA_RETURN_IF_ERROR(
+          members_[i]->SetTensorAsync(*m, zeros_.back()->data(), offset, size));
       continue;
     }
     TESSERA_RETURN_IF_ERROR(ForEachRun(
@@ -88,8 +88,8 @@ absl::Status MetaStream::GetTensorAsync(const Tensor& t, void* data,
     sum->parts.resize(device_.size(), std::vector<float>(size / 4));
     for (int i = 0; i < device_.size(); ++i) {
       Tensor* m = b->StableMemberTensor(t, state, i);
-      TESSERA_RETURN_IF_ERROR(members_[i]->GetTensorAsync(
-          *m, sum->parts[i].data(), offset, size));
+      TESSERA_RETURN_IF_ERROR(
+          members_[i]->GetTensorAsync(*m, sum->parts[i].data(), offset, size));
     }
     pending_sums_.push_back(std::move(sum));
     return absl::OkStatus();
@@ -107,7 +107,8 @@ absl::Status MetaStream::GetTensorAsync(const Tensor& t, void* data,
 }
 
 absl::Status MetaStream::CopyTensorAsync(const Tensor& src, Tensor& dst) {
-  TESSERA_ASSIGN_OR_RETURN(MetaBuffer * b, MetaBufferOf(dst, "CopyTensorAsync"));
+  TESSERA_ASSIGN_OR_RETURN(MetaBuffer * b,
+                           MetaBufferOf(dst, "CopyTensorAsync"));
   if (src.buffer == nullptr || src.data == nullptr ||
       src.NumBytes() != dst.NumBytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -160,16 +161,17 @@ absl::Status MetaStream::ComputeAsync(const Graph& graph) {
   }
   last_collectives_ = plan->n_collectives;
   Communicator& comm = device_.comm();
-  const std::string where = absl::StrCat("[", device_.name(), " ComputeAsync] ");
+  const std::string where =
+      absl::StrCat("[", device_.name(), " ComputeAsync] ");
   for (TpStep& step : plan->steps) {
     switch (step.kind) {
       case TpStep::Kind::kCompute:
         for (int i = 0; i < device_.size(); ++i) {
           if (step.graphs[i]->nodes().empty()) continue;
-          TESSERA_RETURN_IF_ERROR(Prefixed(
-              members_[i]->ComputeAsync(*step.graphs[i]),
-              absl::StrCat(where, "member ", i, " (",
-                           device_.member(i).name(), "): ")));
+          TESSERA_RETURN_IF_ERROR(
+              Prefixed(members_[i]->ComputeAsync(*step.graphs[i]),
+                       absl::StrCat(where, "member ", i, " (",
+                                    device_.member(i).name(), "): ")));
         }
         break;
       case TpStep::Kind::kAllReduce:

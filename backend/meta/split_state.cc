@@ -120,10 +120,10 @@ bool SplitState::SameSlices(const SplitState& other) const {
 
 std::string SplitState::ToString() const {
   if (!is_split()) return std::string(SplitAxisName(axis));
-  return absl::StrCat("split(", axis_index(),
-                      n_segments > 1 ? absl::StrCat(", ", n_segments, " segs")
-                                     : "",
-                      ": ", absl::StrJoin(lengths, ","), ")");
+  return absl::StrCat(
+      "split(", axis_index(),
+      n_segments > 1 ? absl::StrCat(", ", n_segments, " segs") : "", ": ",
+      absl::StrJoin(lengths, ","), ")");
 }
 
 absl::Status ValidateSplit(const SplitState& state, const Tensor& t,
@@ -165,8 +165,7 @@ absl::Status ValidateSplit(const SplitState& state, const Tensor& t,
     sum += len;
   }
   if (sum != t.ne[state.axis_index()]) {
-    return error("lengths add up to ", sum, ", not ",
-                 t.ne[state.axis_index()]);
+    return error("lengths add up to ", sum, ", not ", t.ne[state.axis_index()]);
   }
   return absl::OkStatus();
 }

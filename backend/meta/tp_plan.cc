@@ -53,10 +53,10 @@ class Deriver {
     for (Tensor* node : graph.nodes()) {
       absl::Status s = DeriveNode(node);
       if (!s.ok()) {
-        return absl::Status(s.code(),
-                            absl::StrCat("[", device_.name(), "] node ",
-                                         Describe(*node), " (",
-                                         std::string(OpName(node->op)), "): ", s.message()));
+        return absl::Status(
+            s.code(),
+            absl::StrCat("[", device_.name(), "] node ", Describe(*node), " (",
+                         std::string(OpName(node->op)), "): ", s.message()));
       }
     }
     // Outputs end whole or split, never as partial sums.
@@ -81,8 +81,7 @@ class Deriver {
  private:
   absl::StatusOr<MetaBuffer*> BufferOf(const Tensor& t) {
     auto* b = dynamic_cast<MetaBuffer*>(t.buffer);
-    if (b == nullptr || t.data == nullptr ||
-        &b->meta_device() != &device_) {
+    if (b == nullptr || t.data == nullptr || &b->meta_device() != &device_) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor ", Describe(t), " is not in a buffer of this meta device"));
     }
@@ -138,8 +137,7 @@ class Deriver {
     const size_t align = device_.member(member).buffer_type().alignment();
     scratch_[member] = (scratch_[member] + align - 1) / align * align;
     scratch_tensors_.push_back({t, member, scratch_[member]});
-    scratch_[member] +=
-        device_.member(member).buffer_type().AllocSize(*t);
+    scratch_[member] += device_.member(member).buffer_type().AllocSize(*t);
     return t;
   }
 
@@ -258,9 +256,9 @@ class Deriver {
     // Uneven or segmented: zeros everywhere but the member's pieces, then
     // sum.
     if (!IsReducedType(t.type)) {
-      return absl::UnimplementedError(absl::StrCat(
-          "cannot gather an uneven split of ", Describe(t), " (", s.ToString(),
-          "): its type is not reduced"));
+      return absl::UnimplementedError(
+          absl::StrCat("cannot gather an uneven split of ", Describe(t), " (",
+                       s.ToString(), "): its type is not reduced"));
     }
     for (int i = 0; i < n_; ++i) w.m[i] = Scratch(i, t.type, t.ne);
     Collective(TpStep::Kind::kZero, w.m);
@@ -617,16 +615,15 @@ class Deriver {
       Placed p{out, std::vector<Tensor*>(n_)};
       for (int i = 0; i < n_; ++i) {
         TESSERA_ASSIGN_OR_RETURN(
-            p.m[i], Permute(plan_.ctx, pa.m[i], node->op_params[0],
-                            node->op_params[1], node->op_params[2],
-                            node->op_params[3]));
+            p.m[i],
+            Permute(plan_.ctx, pa.m[i], node->op_params[0], node->op_params[1],
+                    node->op_params[2], node->op_params[3]));
         Adopt(i, p.m[i]);
       }
       placed_[node] = std::move(p);
       return absl::OkStatus();
     }
-    if (pa.state.is_split() && node->op == Op::kReshape &&
-        a->IsContiguous()) {
+    if (pa.state.is_split() && node->op == Op::kReshape && a->IsContiguous()) {
       if (std::optional<SplitState> out = ReshapedSplit(*a, pa.state, *node)) {
         Placed p{*out, std::vector<Tensor*>(n_)};
         for (int i = 0; i < n_; ++i) {
@@ -634,7 +631,8 @@ class Deriver {
           int64_t ne[kMaxDims];
           MemberShape(*node, *out, i, ne);
           TESSERA_ASSIGN_OR_RETURN(
-              p.m[i], Reshape(plan_.ctx, pa.m[i], {ne[0], ne[1], ne[2], ne[3]}));
+              p.m[i],
+              Reshape(plan_.ctx, pa.m[i], {ne[0], ne[1], ne[2], ne[3]}));
           Adopt(i, p.m[i]);
         }
         placed_[node] = std::move(p);
