@@ -110,7 +110,11 @@ absl::Status Buffer::SetTensor(Tensor& t, const void* data, size_t offset,
       !s.ok()) {
     return s;
   }
-  return Write(*base_offset + offset, data, size);
+  if (absl::Status s = CheckPointer("Buffer::SetTensor", data, size); !s.ok()) {
+    return s;
+  }
+  if (size == 0) return absl::OkStatus();
+  return DoSetTensor(t, *base_offset, data, offset, size);
 }
 
 absl::Status Buffer::GetTensor(const Tensor& t, void* data, size_t offset,
@@ -122,7 +126,11 @@ absl::Status Buffer::GetTensor(const Tensor& t, void* data, size_t offset,
       !s.ok()) {
     return s;
   }
-  return Read(*base_offset + offset, data, size);
+  if (absl::Status s = CheckPointer("Buffer::GetTensor", data, size); !s.ok()) {
+    return s;
+  }
+  if (size == 0) return absl::OkStatus();
+  return DoGetTensor(t, *base_offset, data, offset, size);
 }
 
 absl::Status Buffer::MemsetTensor(Tensor& t, uint8_t value, size_t offset,
@@ -134,7 +142,23 @@ absl::Status Buffer::MemsetTensor(Tensor& t, uint8_t value, size_t offset,
       !s.ok()) {
     return s;
   }
-  return Memset(*base_offset + offset, value, size);
+  if (size == 0) return absl::OkStatus();
+  return DoMemsetTensor(t, *base_offset, value, offset, size);
+}
+
+absl::Status Buffer::DoSetTensor(Tensor& t, size_t base_offset,
+                                 const void* data, size_t offset, size_t size) {
+  return DoWrite(base_offset + offset, data, size);
+}
+
+absl::Status Buffer::DoGetTensor(const Tensor& t, size_t base_offset,
+                                 void* data, size_t offset, size_t size) {
+  return DoRead(base_offset + offset, data, size);
+}
+
+absl::Status Buffer::DoMemsetTensor(Tensor& t, size_t base_offset,
+                                    uint8_t value, size_t offset, size_t size) {
+  return DoMemset(base_offset + offset, value, size);
 }
 
 absl::StatusOr<bool> Buffer::CopyFrom(const Tensor& src, Tensor& dst) {

@@ -90,8 +90,21 @@ class Buffer {
   virtual absl::Status DoWrite(size_t offset, const void* data,
                                size_t size) = 0;
   virtual absl::Status DoRead(size_t offset, void* data, size_t size) = 0;
-  virtual absl::Status DoMemset(size_t offset, uint8_t value,
-                                size_t size) = 0;
+  virtual absl::Status DoMemset(size_t offset, uint8_t value, size_t size) = 0;
+  // Unchecked tensor transfers, called by SetTensor, GetTensor and
+  // MemsetTensor once `t` is known to lie in this buffer at byte
+  // `base_offset` and [offset, offset + size) inside its data. The defaults
+  // move the byte range at base_offset + offset; a buffer whose tensors are
+  // not plain bytes at their offset (a meta buffer, whose tensors are
+  // sliced over member devices) overrides them.
+  virtual absl::Status DoSetTensor(Tensor& t, size_t base_offset,
+                                   const void* data, size_t offset,
+                                   size_t size);
+  virtual absl::Status DoGetTensor(const Tensor& t, size_t base_offset,
+                                   void* data, size_t offset, size_t size);
+  virtual absl::Status DoMemsetTensor(Tensor& t, size_t base_offset,
+                                      uint8_t value, size_t offset,
+                                      size_t size);
 
  private:
   BufferType& type_;

@@ -10,6 +10,8 @@ std::string_view DeviceTypeName(DeviceType type) {
       return "gpu";
     case DeviceType::kRemote:
       return "remote";
+    case DeviceType::kMeta:
+      return "meta";
   }
   return "unknown";
 }

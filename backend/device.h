@@ -14,7 +14,8 @@
 
 namespace tessera {
 
-enum class DeviceType { kCpu, kGpu, kRemote };
+// kMeta: a tensor-parallel device over member devices (backend/meta).
+enum class DeviceType { kCpu, kGpu, kRemote, kMeta };
 std::string_view DeviceTypeName(DeviceType type);
 
 // Optional features, declared up front.

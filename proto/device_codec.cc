@@ -28,6 +28,8 @@ v1::DeviceInfo::Type ToProto(DeviceType type) {
       return v1::DeviceInfo::GPU;
     case DeviceType::kRemote:
       return v1::DeviceInfo::REMOTE;
+    case DeviceType::kMeta:
+      return v1::DeviceInfo::META;
   }
   return v1::DeviceInfo::TYPE_UNSPECIFIED;
 }
@@ -40,6 +42,8 @@ absl::StatusOr<DeviceType> FromProto(v1::DeviceInfo::Type type) {
       return DeviceType::kGpu;
     case v1::DeviceInfo::REMOTE:
       return DeviceType::kRemote;
+    case v1::DeviceInfo::META:
+      return DeviceType::kMeta;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("type: unknown value ", static_cast<int>(type)));

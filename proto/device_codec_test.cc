@@ -36,9 +36,17 @@ TEST(DeviceCodecTest, DeviceRoundTrip) {
 
 TEST(DeviceCodecTest, TypesRoundTrip) {
   for (DeviceType type :
-       {DeviceType::kCpu, DeviceType::kGpu, DeviceType::kRemote}) {
+       {DeviceType::kCpu, DeviceType::kGpu, DeviceType::kRemote,
+        DeviceType::kMeta}) {
     EXPECT_EQ(FromProto(ToProto(type)).value(), type);
   }
+}
+
+TEST(DeviceCodecTest, WireValuesAreStable) {
+  EXPECT_EQ(ToProto(DeviceType::kCpu), 1);
+  EXPECT_EQ(ToProto(DeviceType::kGpu), 2);
+  EXPECT_EQ(ToProto(DeviceType::kRemote), 3);
+  EXPECT_EQ(ToProto(DeviceType::kMeta), 4);
 }
 
 TEST(DeviceCodecTest, UnknownTypeIsInvalid) {

@@ -55,6 +55,7 @@ rule "the device API and allocators name no concrete backend" backend \
   'backend/(cpu|cuda|meta)/' 'backend/(cpu|cuda|meta|assembly)'
 rule "the CPU backend names no other backend" backend/cpu 'backend/(cuda|meta|assembly)/'
 rule "the CUDA backend names no other backend" backend/cuda 'backend/(cpu|meta|assembly)/'
+rule "the meta backend names no other backend" backend/meta 'backend/(cpu|cuda|assembly)/'
 rule "sched/ names no concrete backend and no server or client" sched \
   'backend/(cpu|cuda|meta|assembly)/|server/|client/'
 rule "model/ uses graph/ and base/ only" model "${project}"

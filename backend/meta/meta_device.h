@@ -1,0 +1,231 @@
+#ifndef TESSERA_BACKEND_META_META_DEVICE_H_
+#define TESSERA_BACKEND_META_META_DEVICE_H_
+
+// The tensor-parallel meta device: a Device made of N member devices of any
+// kind, seen through the device API only.
+//
+//   - Its buffer type allocates one buffer per member, each as large as the
+//     meta buffer; a tensor at byte offset o of a meta buffer has, on member
+//     i, its member tensor (its slice, contiguous) at byte offset o of member
+//     buffer i. Memory per member is the meta size (pages a member never
+//     touches are not committed on hosts).
+//   - Every tensor has a SplitState (backend/meta/split_state.h). Weights
+//     get theirs from the caller's SplitPolicy when written; computed
+//     tensors from MetaStream, which records the state of each node it
+//     computes in the node's buffer. Writing a tensor scatters its slices,
+//     reading gathers them (PARTIAL: sums F32 values).
+//   - MetaStream (meta_stream.h) computes a graph by deriving one graph per
+//     member and inserting the Communicator's collectives between them.
+//   - MetaEvent holds one event per member and completes when every member
+//     has reached it, so that a Scheduler pipelines over meta devices.
+//
+// Example: two CPU devices, tensor parallel.
+//   std::vector<Device*> members = registry.OfType(DeviceType::kCpu);
+//   auto comm = HostCommunicator::Create(members).value();
+//   auto meta = MetaDevice::Create("tp0", members, *comm,
+//                                  LlamaSplitPolicy(2, {.head_dim = 128}))
+//                   .value();
+//   auto weights = AllocTensors(meta->buffer_type(), tensors).value();
+//   weights->set_usage(BufferUsage::kWeights);  // before writing them
+//   weights->SetTensor(*w, data, 0, w->NumBytes());  // scatters
+//   auto stream = meta->CreateStream().value();     // or a Scheduler stage
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "backend/buffer.h"
+#include "backend/comm/communicator.h"
+#include "backend/device.h"
+#include "backend/event.h"
+#include "backend/meta/split_state.h"
+#include "graph/tensor.h"
+
+namespace tessera {
+
+class MetaDevice;
+
+// Gives the split state of a weight (a tensor in a meta buffer whose usage
+// is not kCompute) from its name and shape. Must be deterministic.
+using SplitPolicy = std::function<SplitState(const Tensor&)>;
+
+class MetaBufferType final : public BufferType {
+ public:
+  explicit MetaBufferType(MetaDevice& device) : device_(device) {}
+  std::string_view name() const override { return name_; }
+  Device& device() override;
+  // One buffer of `size` bytes per member. Errors: a member's.
+  absl::StatusOr<std::unique_ptr<Buffer>> Alloc(size_t size) override;
+  // The largest of the members' alignments and AllocSizes; the smallest
+  // max_size.
+  size_t alignment() const override;
+  size_t max_size() const override;
+  size_t AllocSize(const Tensor& t) const override;
+  bool is_host() const override { return false; }
+  MetaDevice& meta_device() { return device_; }
+
+ private:
+  friend class MetaDevice;
+  MetaDevice& device_;
+  std::string name_;
+};
+
+// A meta buffer: its `base()` is a reserved, inaccessible address range
+// (tensor data pointers are offsets, never dereferenced); the bytes live in
+// the member buffers. Byte-range Write/Read/Memset treat the bytes as
+// mirrored (every member / member 0). Tensor transfers scatter and gather by
+// the tensor's split state; only contiguous tensors may be split or partial
+// (else INVALID_ARGUMENT). Thread-compatible like every Buffer; the split
+// state records are thread-safe.
+class MetaBuffer final : public Buffer {
+ public:
+  MetaBuffer(MetaBufferType& type, size_t size,
+             std::vector<std::unique_ptr<Buffer>> members, void* base,
+             size_t reserved);
+  ~MetaBuffer() override;
+
+  void* base() override { return base_; }
+  int n_members() const { return static_cast<int>(members_.size()); }
+  Buffer& member(int i) { return *members_[i]; }
+  MetaDevice& meta_device() { return type_.meta_device(); }
+
+  // The split state of `t` (in this buffer): the one last recorded for its
+  // offset, type and shape; else, outside compute buffers, the device's
+  // policy (recorded); else MIRRORED. Errors: INVALID_ARGUMENT for a
+  // policy's state that does not fit `t`.
+  absl::StatusOr<SplitState> StateOf(const Tensor& t);
+  void RecordState(const Tensor& t, const SplitState& state);
+
+  // Member `i`'s tensor of `t` under `state`, at t's offset in member buffer
+  // i: contiguous with the member's shape (a view's strides kept when not
+  // split). `t` must lie in this buffer.
+  Tensor MemberTensor(const Tensor& t, const SplitState& state, int i);
+  // The same, owned by this buffer and stable for its life (for work queued
+  // on member streams).
+  Tensor* StableMemberTensor(const Tensor& t, const SplitState& state, int i);
+
+  // A host source is scattered; another meta buffer's tensor is gathered
+  // and scattered through host memory. Returns true.
+  absl::StatusOr<bool> CopyFrom(const Tensor& src, Tensor& dst) override;
+
+ protected:
+  absl::Status DoWrite(size_t offset, const void* data, size_t size) override;
+  absl::Status DoRead(size_t offset, void* data, size_t size) override;
+  absl::Status DoMemset(size_t offset, uint8_t value, size_t size) override;
+  absl::Status DoSetTensor(Tensor& t, size_t base_offset, const void* data,
+                           size_t offset, size_t size) override;
+  absl::Status DoGetTensor(const Tensor& t, size_t base_offset, void* data,
+                           size_t offset, size_t size) override;
+  absl::Status DoMemsetTensor(Tensor& t, size_t base_offset, uint8_t value,
+                              size_t offset, size_t size) override;
+
+ private:
+  struct Key {
+    size_t offset;
+    Type type;
+    int64_t ne[kMaxDims];
+    friend bool operator==(const Key& a, const Key& b) {
+      return a.offset == b.offset && a.type == b.type && a.ne[0] == b.ne[0] &&
+             a.ne[1] == b.ne[1] && a.ne[2] == b.ne[2] && a.ne[3] == b.ne[3];
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.offset, k.type, k.ne[0], k.ne[1],
+                        k.ne[2], k.ne[3]);
+    }
+  };
+  Key KeyOf(const Tensor& t);
+
+  // Constant after construction.
+  MetaBufferType& type_;
+  const std::vector<std::unique_ptr<Buffer>> members_;
+  void* const base_;
+  const size_t reserved_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<Key, SplitState> states_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Tensor>> stable_ ABSL_GUARDED_BY(mu_);
+};
+
+// Calls `fn(member, full_byte, member_byte, length)` for each contiguous
+// run of member `member`'s part of bytes [offset, offset + size) of `t`
+// under `state`: full_byte counts from the start of `t`'s data (so the
+// caller's pointer is data + full_byte - offset), member_byte from the
+// start of the member tensor. MIRRORED and PARTIAL: one run, identical.
+// Errors: INVALID_ARGUMENT for a split or partial `t` that is not
+// contiguous.
+absl::Status ForEachRun(
+    const Tensor& t, const SplitState& state, int member, size_t offset,
+    size_t size,
+    const std::function<absl::Status(size_t full_byte, size_t member_byte,
+                                     size_t length)>& fn);
+
+// An event per member; done when all are. Thread-safe.
+class MetaEvent final : public Event {
+ public:
+  MetaEvent(MetaDevice& device, std::vector<std::unique_ptr<Event>> members)
+      : device_(device), members_(std::move(members)) {}
+  Device& device() override;
+  // Waits for every member; returns the first member error, naming it.
+  absl::Status Synchronize() override;
+  bool IsDone() override;
+  Event& member(int i) { return *members_[i]; }
+
+ private:
+  MetaDevice& device_;
+  const std::vector<std::unique_ptr<Event>> members_;
+};
+
+class MetaDevice final : public Device {
+ public:
+  // A meta device over `members` (rank i = members[i]) whose collectives go
+  // through `comm` (comm.device(i) == members[i]; it must outlive the
+  // device, its streams and their work). Weights are split by `policy`.
+  // Errors: INVALID_ARGUMENT for no members, a null or repeated member, a
+  // member without async streams or events, a communicator of other
+  // devices, or an empty policy.
+  static absl::StatusOr<std::unique_ptr<MetaDevice>> Create(
+      std::string name, std::vector<Device*> members, Communicator& comm,
+      SplitPolicy policy);
+
+  const std::string& name() const override { return name_; }
+  // Memory: the smallest member's times the member count.
+  DeviceProps Props() override;
+  BufferType& buffer_type() override { return buffer_type_; }
+  // A MetaStream over a new stream of each member.
+  absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
+  absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override;
+  // Whether a rule splits `node`'s op over members (meta_stream.h lists
+  // them) and every member supports the op.
+  bool SupportsOp(const Tensor& node) const override;
+  bool SupportsBufferType(const BufferType& type) const override {
+    return &type == &buffer_type_;
+  }
+
+  int size() const { return static_cast<int>(members_.size()); }
+  Device& member(int i) const { return *members_[i]; }
+  Communicator& comm() const { return comm_; }
+  const SplitPolicy& policy() const { return policy_; }
+
+ private:
+  MetaDevice(std::string name, std::vector<Device*> members, Communicator& comm,
+             SplitPolicy policy);
+
+  // Constant after construction.
+  const std::string name_;
+  const std::vector<Device*> members_;
+  Communicator& comm_;
+  const SplitPolicy policy_;
+  MetaBufferType buffer_type_;
+};
+
+}  // namespace tessera
+
+#endif  // TESSERA_BACKEND_META_META_DEVICE_H_

@@ -1,0 +1,511 @@
+#include "backend/meta/meta_device.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/alloc/tensor_allocator.h"
+#include "backend/comm/host_communicator.h"
+#include "backend/cpu/cpu_registry.h"
+#include "backend/meta/llama_policy.h"
+#include "backend/meta/meta_stream.h"
+#include "backend/registry.h"
+#include "graph/context.h"
+#include "graph/graph.h"
+#include "graph/ops.h"
+#include "gtest/gtest.h"
+#include "sched/scheduler.h"
+#include "sched/testing/models.h"
+
+namespace tessera {
+namespace {
+
+using testing::Mlp;
+using testing::MlpInput;
+using testing::NaiveMlp;
+using testing::Weights;
+
+double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+    norm += double{want[i]} * want[i];
+  }
+  return norm == 0 ? err : err / norm;
+}
+
+// Column-parallel even layers, row-parallel odd layers (Megatron MLP).
+SplitPolicy MlpPolicy(int n) {
+  return [n](const Tensor& t) -> SplitState {
+    if (t.name.size() < 2) return SplitState::Mirrored();
+    const int layer = std::stoi(t.name.substr(1));
+    if (t.name[0] == 'w') {
+      const int axis = layer % 2 == 0 ? 1 : 0;
+      return SplitState::Even(axis, t.ne[axis], n).value();
+    }
+    if (t.name[0] == 'b' && layer % 2 == 0) {
+      return SplitState::Even(0, t.ne[0], n).value();
+    }
+    return SplitState::Mirrored();
+  };
+}
+
+// N CPU members (one thread each), their communicator and a meta device
+// over them, plus `extra` plain CPU devices.
+struct Tp {
+  Registry registry;
+  std::vector<Device*> cpus;
+  std::vector<std::unique_ptr<HostCommunicator>> comms;
+  std::vector<std::unique_ptr<MetaDevice>> metas;
+
+  Tp(int n, int groups, int extra, std::function<SplitPolicy(int)> policy) {
+    EXPECT_TRUE(AddCpuDevices(n * groups + extra, 1, registry).ok());
+    cpus.assign(registry.devices().begin(), registry.devices().end());
+    for (int g = 0; g < groups; ++g) {
+      std::vector<Device*> members(cpus.begin() + g * n,
+                                   cpus.begin() + (g + 1) * n);
+      comms.push_back(HostCommunicator::Create(members).value());
+      metas.push_back(MetaDevice::Create("tp" + std::to_string(g), members,
+                                         *comms.back(), policy(n))
+                          .value());
+    }
+  }
+  MetaDevice& meta(int g = 0) { return *metas[g]; }
+  Device& extra(int i) { return *cpus[cpus.size() - 1 - i]; }
+};
+
+std::vector<float> Iota(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(i) - 7.0f;
+  return v;
+}
+
+TEST(MetaDeviceTest, CreateChecksArguments) {
+  Registry registry;
+  ASSERT_TRUE(AddCpuDevices(3, 1, registry).ok());
+  std::vector<Device*> two = {registry.devices()[0], registry.devices()[1]};
+  auto comm = HostCommunicator::Create(two).value();
+  EXPECT_EQ(
+      MetaDevice::Create("m", {}, *comm, MirroredPolicy()).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetaDevice::Create("m", {two[0], two[0]}, *comm, MirroredPolicy())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetaDevice::Create("m", {two[1], two[0]}, *comm, MirroredPolicy())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetaDevice::Create("m", two, *comm, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto meta = MetaDevice::Create("m", two, *comm, MirroredPolicy()).value();
+  EXPECT_EQ(meta->Props().type, DeviceType::kMeta);
+  EXPECT_TRUE(meta->Props().caps.events);
+}
+
+// Weights named by their layout: "a0" split on axis 0 unevenly, "a1" on axis
+// 1, "seg" in two segments on axis 0, "m" mirrored, "p" partial.
+SplitPolicy LayoutPolicy(int n) {
+  return [n](const Tensor& t) -> SplitState {
+    if (t.name == "a0") return SplitState::Even(0, t.ne[0], n).value();
+    if (t.name == "a1") return SplitState::Even(1, t.ne[1], n).value();
+    if (t.name == "seg") {
+      const int64_t segs[] = {4, t.ne[0] - 4};
+      return SplitState::Segmented(0, segs, n).value();
+    }
+    if (t.name == "p") return SplitState::Partial();
+    return SplitState::Mirrored();
+  };
+}
+
+TEST(MetaDeviceTest, ScatterGatherRoundTrips) {
+  for (int n : {2, 3, 4}) {
+    Tp tp(n, 1, 0, LayoutPolicy);
+    Context ctx;
+    std::vector<Tensor*> ts;
+    for (const char* name : {"a0", "a1", "seg", "m", "p"}) {
+      Tensor* t = ctx.NewTensor(Type::kF32, {10, 5}).value();
+      t->name = name;
+      ts.push_back(t);
+    }
+    auto buffer = AllocTensors(tp.meta().buffer_type(), ts).value();
+    buffer->set_usage(BufferUsage::kWeights);
+    auto* meta_buffer = static_cast<MetaBuffer*>(buffer.get());
+    std::unique_ptr<Stream> stream = tp.meta().CreateStream().value();
+    const std::vector<float> data = Iota(50, 0.5f);
+    for (Tensor* t : ts) {
+      SCOPED_TRACE(t->name + " over " + std::to_string(n));
+      ASSERT_TRUE(buffer->SetTensor(*t, data.data(), 0, 200).ok());
+      std::vector<float> back(50);
+      ASSERT_TRUE(buffer->GetTensor(*t, back.data(), 0, 200).ok());
+      EXPECT_EQ(back, data);
+      // A byte range in the middle.
+      std::vector<float> part(9, 0.0f);
+      ASSERT_TRUE(buffer->GetTensor(*t, part.data(), 44, 36).ok());
+      EXPECT_EQ(part, std::vector<float>(data.begin() + 11, data.begin() + 20));
+      // The async versions.
+      std::vector<float> twice(50);
+      for (int i = 0; i < 50; ++i) twice[i] = 2 * data[i];
+      ASSERT_TRUE(stream->SetTensorAsync(*t, twice.data(), 0, 200).ok());
+      std::vector<float> back2(50);
+      ASSERT_TRUE(stream->GetTensorAsync(*t, back2.data(), 0, 200).ok());
+      ASSERT_TRUE(stream->Synchronize().ok());
+      EXPECT_EQ(back2, twice);
+    }
+    // Member 1 holds its slice of "a1": columns [5/n ...) of every row.
+    SplitState a1 = meta_buffer->StateOf(*ts[1]).value();
+    Tensor m1 = meta_buffer->MemberTensor(*ts[1], a1, 1);
+    EXPECT_EQ(m1.ne[1], a1.MemberExtent(1));
+    std::vector<float> slice(m1.NumElements());
+    ASSERT_TRUE(meta_buffer->member(1)
+                    .GetTensor(m1, slice.data(), 0, m1.NumBytes())
+                    .ok());
+    const int64_t row0 = a1.Pieces(1)[0].full_offset;
+    EXPECT_EQ(slice[0], 2 * data[row0 * 10]);
+  }
+}
+
+TEST(MetaDeviceTest, PolicyThatDoesNotFitIsInvalid) {
+  Tp tp(2, 1, 0, [](int) {
+    return [](const Tensor& t) { return SplitState::Even(0, 3, 2).value(); };
+  });
+  Context ctx;
+  Tensor* t = ctx.NewTensor(Type::kF32, {4}).value();
+  auto buffer = AllocTensors(tp.meta().buffer_type(), {t}).value();
+  std::vector<float> data(4);
+  EXPECT_EQ(buffer->SetTensor(*t, data.data(), 0, 16).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// The MLP's graph with every tensor in one compute buffer of `device`.
+struct MlpRun {
+  Context ctx;
+  Tensor* x;
+  Tensor* y;
+  Graph graph;
+  std::unique_ptr<Buffer> buffer;
+
+  MlpRun(const Mlp& mlp, Device& device) {
+    x = testing::NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x")
+            .value();
+    y = mlp.Forward(ctx, x).value();
+    y->flags |= kFlagOutput;
+    EXPECT_TRUE(graph.Expand(y).ok());
+    std::vector<Tensor*> all = {x};
+    for (Tensor* t : graph.nodes()) all.push_back(t);
+    buffer = AllocTensors(device.buffer_type(), all).value();
+    buffer->set_usage(BufferUsage::kCompute);
+  }
+
+  std::vector<float> Run(Stream& stream, const std::vector<float>& in) {
+    EXPECT_TRUE(testing::Write(*x, in.data()).ok());
+    absl::Status s = stream.Compute(graph);
+    EXPECT_TRUE(s.ok()) << s;
+    return testing::Read(*y);
+  }
+};
+
+TEST(MetaDeviceTest, MlpOverMembersEqualsOneDevice) {
+  // One device for the reference.
+  Registry one;
+  ASSERT_TRUE(AddCpuDevices(1, 1, one).ok());
+  Weights ref_weights({one.devices()[0]});
+  Mlp ref_mlp = Mlp::Make(ref_weights, 4).value();
+  ASSERT_TRUE(ref_weights.Upload().ok());
+  MlpRun ref_run(ref_mlp, *one.devices()[0]);
+  auto ref_stream = one.devices()[0]->CreateStream().value();
+  const std::vector<float> want = ref_run.Run(*ref_stream, MlpInput(1));
+  EXPECT_LT(Nmse(want, NaiveMlp(ref_mlp, MlpInput(1))), 1e-10);
+
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE(n);
+    Tp tp(n, 1, 0, MlpPolicy);
+    Weights weights({&tp.meta()});
+    Mlp mlp = Mlp::Make(weights, 4).value();
+    ASSERT_TRUE(weights.Upload().ok());
+    MlpRun run(mlp, tp.meta());
+    auto stream = tp.meta().CreateStream().value();
+    auto* meta_stream = static_cast<MetaStream*>(stream.get());
+    EXPECT_LT(Nmse(run.Run(*stream, MlpInput(1)), want), 1e-10);
+    // Two row-parallel layers: two all-reduces.
+    EXPECT_EQ(meta_stream->last_collectives(), 2);
+    // Again with another input: the plan is reused.
+    const std::vector<float> second = run.Run(*stream, MlpInput(2));
+    EXPECT_LT(Nmse(second, ref_run.Run(*ref_stream, MlpInput(2))), 1e-10);
+    EXPECT_EQ(meta_stream->plans_derived(), 1);
+    // The weights read back whole.
+    EXPECT_EQ(testing::Read(*mlp.w[1]), testing::Read(*ref_mlp.w[1]));
+  }
+}
+
+// Every weight split column-parallel: activations are gathered.
+TEST(MetaDeviceTest, ColumnParallelOnlyGathers) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(n);
+    Tp tp(n, 1, 0, [](int n) {
+      return [n](const Tensor& t) -> SplitState {
+        if (t.name[0] == 'w') return SplitState::Even(1, t.ne[1], n).value();
+        return SplitState::Mirrored();
+      };
+    });
+    Weights weights({&tp.meta()});
+    Mlp mlp = Mlp::Make(weights, 3).value();
+    ASSERT_TRUE(weights.Upload().ok());
+    MlpRun run(mlp, tp.meta());
+    auto stream = tp.meta().CreateStream().value();
+    EXPECT_LT(Nmse(run.Run(*stream, MlpInput(3)), NaiveMlp(mlp, MlpInput(3))),
+              1e-10);
+  }
+}
+
+// Attention heads split over members: Q/K/V column parallel on whole
+// heads, O and the FFN's down projection row parallel.
+SplitPolicy BlockPolicy(int n) {
+  using testing::Block;
+  return [n](const Tensor& t) -> SplitState {
+    if (t.name == "wq" || t.name == "wk" || t.name == "wv") {
+      return SplitState::Even(1, t.ne[1], n, Block::kHeadDim).value();
+    }
+    if (t.name == "wo") {
+      return SplitState::Even(0, t.ne[0], n, Block::kHeadDim).value();
+    }
+    if (t.name == "wg" || t.name == "wu") {
+      return SplitState::Even(1, t.ne[1], n).value();
+    }
+    if (t.name == "wd") return SplitState::Even(0, t.ne[0], n).value();
+    return SplitState::Mirrored();
+  };
+}
+
+// The block's graph with its inputs, every tensor in one compute buffer.
+std::vector<float> RunBlock(Device& device, std::vector<Device*> weight_devs,
+                            Stream& stream, int* collectives) {
+  using testing::Block;
+  Weights weights(std::move(weight_devs));
+  Block block = Block::Make(weights).value();
+  EXPECT_TRUE(weights.Upload().ok());
+  Context ctx;
+  Tensor* x =
+      testing::NewInput(ctx, Type::kF32, {Block::kDim, Block::kTokens}, "x")
+          .value();
+  Tensor* pos =
+      testing::NewInput(ctx, Type::kI32, {Block::kTokens}, "pos").value();
+  Tensor* mask = testing::NewInput(ctx, Type::kF32,
+                                   {Block::kTokens, Block::kTokens}, "mask")
+                     .value();
+  Tensor* y = block.Forward(ctx, x, pos, mask, /*flash=*/false).value();
+  y->flags |= kFlagOutput;
+  Graph graph;
+  EXPECT_TRUE(graph.Expand(y).ok());
+  std::vector<Tensor*> all = {x, pos, mask};
+  for (Tensor* t : graph.nodes()) all.push_back(t);
+  auto buffer = AllocTensors(device.buffer_type(), all).value();
+  buffer->set_usage(BufferUsage::kCompute);
+  testing::BlockInputs in = testing::BlockInputs::Make();
+  EXPECT_TRUE(testing::Write(*x, in.x.data()).ok());
+  EXPECT_TRUE(testing::Write(*pos, in.pos.data()).ok());
+  EXPECT_TRUE(testing::Write(*mask, in.mask.data()).ok());
+  absl::Status s = stream.Compute(graph);
+  EXPECT_TRUE(s.ok()) << s;
+  if (auto* meta = dynamic_cast<MetaStream*>(&stream)) {
+    *collectives = meta->last_collectives();
+  }
+  return testing::Read(*y);
+}
+
+TEST(MetaDeviceTest, AttentionBlockSplitByHeads) {
+  Registry one;
+  ASSERT_TRUE(AddCpuDevices(1, 1, one).ok());
+  auto ref_stream = one.devices()[0]->CreateStream().value();
+  int unused = 0;
+  const std::vector<float> want =
+      RunBlock(*one.devices()[0], {one.devices()[0]}, *ref_stream, &unused);
+  for (int n : {2, 4}) {
+    SCOPED_TRACE(n);
+    Tp tp(n, 1, 0, BlockPolicy);
+    auto stream = tp.meta().CreateStream().value();
+    int collectives = 0;
+    const std::vector<float> got =
+        RunBlock(tp.meta(), {&tp.meta()}, *stream, &collectives);
+    EXPECT_LT(Nmse(got, want), 1e-10);
+    // One all-reduce after O, one after the FFN: heads never gathered.
+    EXPECT_EQ(collectives, 2);
+  }
+}
+
+TEST(MetaDeviceTest, SchedulerRunsMetaStage) {
+  Tp tp(2, 1, 1, MlpPolicy);
+  Weights weights({&tp.meta()});
+  Mlp mlp = Mlp::Make(weights, 4).value();
+  ASSERT_TRUE(weights.Upload().ok());
+  auto meta_stream = tp.meta().CreateStream().value();
+  auto cpu_stream = tp.extra(0).CreateStream().value();
+  auto sched =
+      Scheduler::Create({meta_stream.get(), cpu_stream.get()}, {}, {}).value();
+  Context ctx;
+  Tensor* x =
+      testing::NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
+  Tensor* y = mlp.Forward(ctx, x).value();
+  y->flags |= kFlagOutput;
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(y).ok());
+  ASSERT_TRUE(sched->AllocGraph(graph).ok());
+  EXPECT_EQ(sched->GetTensorStream(y), meta_stream.get());
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<float> in = MlpInput(k);
+    ASSERT_TRUE(testing::Write(*x, in.data()).ok());
+    absl::Status s = sched->Compute(graph);
+    ASSERT_TRUE(s.ok()) << s;
+    std::vector<float> out(y->NumElements());
+    ASSERT_TRUE(sched->GetTensorAsync(*y, out.data(), 0, y->NumBytes()).ok());
+    ASSERT_TRUE(sched->Synchronize().ok());
+    EXPECT_LT(Nmse(out, NaiveMlp(mlp, in)), 1e-10);
+  }
+}
+
+TEST(MetaDeviceTest, TensorTimesPipelineParallel) {
+  // Two stages of two members each, and a CPU device for the fallback.
+  Tp tp(2, 2, 1, MlpPolicy);
+  Weights first({&tp.meta(0)});
+  Weights second({&tp.meta(1)});
+  Mlp a = Mlp::Make(first, 2).value();
+  Mlp b = Mlp::Make(second, 2).value();
+  ASSERT_TRUE(first.Upload().ok());
+  ASSERT_TRUE(second.Upload().ok());
+  auto s0 = tp.meta(0).CreateStream().value();
+  auto s1 = tp.meta(1).CreateStream().value();
+  auto cpu = tp.extra(0).CreateStream().value();
+  auto sched =
+      Scheduler::Create({s0.get(), s1.get(), cpu.get()}, {}, {.n_copies = 4})
+          .value();
+  Context ctx;
+  Tensor* x =
+      testing::NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
+  Tensor* h = a.Forward(ctx, x).value();
+  Tensor* y = b.Forward(ctx, h).value();
+  y->flags |= kFlagOutput;
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(y).ok());
+  ASSERT_TRUE(sched->AllocGraph(graph).ok());
+  EXPECT_EQ(sched->n_splits(), 2);
+  constexpr int kBatches = 8;
+  std::vector<std::vector<float>> outs(kBatches,
+                                       std::vector<float>(y->NumElements()));
+  for (int k = 0; k < kBatches; ++k) {
+    const std::vector<float> in = MlpInput(k);
+    ASSERT_TRUE(testing::Write(*x, in.data()).ok());
+    absl::Status s = sched->ComputeAsync(graph);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(
+        sched->GetTensorAsync(*y, outs[k].data(), 0, y->NumBytes()).ok());
+  }
+  ASSERT_TRUE(sched->Synchronize().ok());
+  for (int k = 0; k < kBatches; ++k) {
+    EXPECT_LT(Nmse(outs[k], NaiveMlp(b, NaiveMlp(a, MlpInput(k)))), 1e-10) << k;
+  }
+}
+
+TEST(MetaDeviceTest, OpWithoutRuleIsNotSupported) {
+  Tp tp(2, 1, 0, MlpPolicy);
+  Context ctx;
+  Tensor* a = ctx.NewTensor(Type::kF32, {8, 2}).value();
+  Tensor* w = ctx.NewTensor(Type::kF32, {8, 4}).value();
+  EXPECT_FALSE(
+      tp.meta().SupportsOp(*Argsort(ctx, a, SortOrder::kAscending).value()));
+  EXPECT_TRUE(tp.meta().SupportsOp(*MulMat(ctx, w, a).value()));
+  EXPECT_TRUE(tp.meta().SupportsOp(*RmsNorm(ctx, a, 1e-5f).value()));
+}
+
+TEST(MetaDeviceTest, ComputingAnOpWithoutRuleIsUnimplemented) {
+  Tp tp(2, 1, 0, MlpPolicy);
+  Context ctx;
+  Tensor* a = ctx.NewTensor(Type::kF32, {8, 2}).value();
+  Tensor* s = Argsort(ctx, a, SortOrder::kAscending).value();
+  auto buffer = AllocTensors(tp.meta().buffer_type(), {a, s}).value();
+  buffer->set_usage(BufferUsage::kCompute);
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(s).ok());
+  auto stream = tp.meta().CreateStream().value();
+  EXPECT_EQ(stream->ComputeAsync(graph).code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+TEST(MetaDeviceTest, MemberErrorsSurfaceAsStatuses) {
+  Tp tp(2, 1, 0, MlpPolicy);
+  Context ctx;
+  Tensor* table = ctx.NewTensor(Type::kF32, {4, 3}).value();
+  Tensor* ids = ctx.NewTensor(Type::kI32, {2}).value();
+  Tensor* rows = GetRows(ctx, table, ids).value();
+  auto buffer =
+      AllocTensors(tp.meta().buffer_type(), {table, ids, rows}).value();
+  buffer->set_usage(BufferUsage::kCompute);
+  const int32_t bad[2] = {0, 7};
+  ASSERT_TRUE(buffer->SetTensor(*ids, bad, 0, sizeof(bad)).ok());
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(rows).ok());
+  auto stream = tp.meta().CreateStream().value();
+  auto event = tp.meta().CreateEvent().value();
+  ASSERT_TRUE(stream->ComputeAsync(graph).ok());
+  ASSERT_TRUE(stream->RecordEvent(*event).ok());
+  EXPECT_FALSE(event->Synchronize().ok());
+  absl::Status s = stream->Synchronize();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("member 0"), std::string::npos) << s;
+
+  // A tensor outside the meta device's memory.
+  Context other;
+  Tensor* t = other.NewTensor(Type::kF32, {4}).value();
+  Tensor* u = Scale(other, t, 2.0f).value();
+  auto cpu_buffer = AllocTensors(tp.cpus[0]->buffer_type(), {t, u}).value();
+  Graph g2;
+  ASSERT_TRUE(g2.Expand(u).ok());
+  auto stream2 = tp.meta().CreateStream().value();
+  EXPECT_EQ(stream2->ComputeAsync(g2).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MetaDeviceTest, EventsOrderOtherStreams) {
+  Tp tp(2, 1, 1, MlpPolicy);
+  Weights weights({&tp.meta()});
+  Mlp mlp = Mlp::Make(weights, 2).value();
+  ASSERT_TRUE(weights.Upload().ok());
+  MlpRun run(mlp, tp.meta());
+  ASSERT_TRUE(testing::Write(*run.x, MlpInput(5).data()).ok());
+  auto stream = tp.meta().CreateStream().value();
+  auto event = tp.meta().CreateEvent().value();
+  ASSERT_TRUE(stream->ComputeAsync(run.graph).ok());
+  ASSERT_TRUE(stream->RecordEvent(*event).ok());
+  // A CPU stream waits for the meta device's event, then reads the output.
+  auto cpu = tp.extra(0).CreateStream().value();
+  ASSERT_TRUE(cpu->WaitEvent(*event).ok());
+  ASSERT_TRUE(cpu->Synchronize().ok());
+  EXPECT_TRUE(event->IsDone());
+  EXPECT_LT(Nmse(testing::Read(*run.y), NaiveMlp(mlp, MlpInput(5))), 1e-10);
+}
+
+TEST(MetaDeviceTest, LlamaPolicySplitsByName) {
+  SplitPolicy policy = LlamaSplitPolicy(2, {.head_dim = 16, .gqa_ratio = 2});
+  Context ctx;
+  auto named = [&](std::string name, std::vector<int64_t> ne) {
+    Tensor* t = ctx.NewTensor(Type::kF32, ne).value();
+    t->name = std::move(name);
+    return policy(*t);
+  };
+  EXPECT_EQ(named("blk.0.attn_q.weight", {64, 64}).axis, SplitAxis::kAxis1);
+  EXPECT_EQ(named("blk.0.attn_k.weight", {64, 32}).lengths,
+            (std::vector<int64_t>{16, 16}));
+  EXPECT_EQ(named("blk.0.attn_output.weight", {64, 64}).axis,
+            SplitAxis::kAxis0);
+  EXPECT_EQ(named("blk.0.ffn_up.weight", {64, 96}).axis, SplitAxis::kAxis1);
+  EXPECT_EQ(named("blk.0.ffn_down.weight", {96, 64}).axis, SplitAxis::kAxis0);
+  EXPECT_EQ(named("blk.0.attn_qkv.weight", {64, 128}).n_segments, 3);
+  EXPECT_EQ(named("token_embd.weight", {64, 100}).axis, SplitAxis::kMirrored);
+  EXPECT_EQ(named("blk.0.attn_norm.weight", {64}).axis, SplitAxis::kMirrored);
+  // A split that does not fit falls back to mirrored.
+  EXPECT_EQ(named("blk.0.attn_q.weight", {64, 40}).axis, SplitAxis::kMirrored);
+}
+
+}  // namespace
+}  // namespace tessera
