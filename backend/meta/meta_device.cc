@@ -299,23 +299,45 @@ absl::StatusOr<bool> MetaBuffer::CopyFrom(const Tensor& src, Tensor& dst) {
 
 Device& MetaEvent::device() { return device_; }
 
-absl::Status MetaEvent::Synchronize() {
-  absl::Status first;
-  for (size_t i = 0; i < members_.size(); ++i) {
-    absl::Status s = members_[i]->Synchronize();
-    if (!s.ok() && first.ok()) {
-      first = Prefixed(s, absl::StrCat("[", device_.name(), "] member ", i,
-                                       " (", device_.member(i).name(), "): "));
+// The marks of every member's event, captured together.
+class MetaMark final : public EventMark {
+ public:
+  MetaMark(MetaDevice& device, std::vector<std::unique_ptr<EventMark>> marks)
+      : device_(device), marks_(std::move(marks)) {}
+  // Waits for every member; returns the first member error, naming it.
+  absl::Status Wait() override {
+    absl::Status first;
+    for (size_t i = 0; i < marks_.size(); ++i) {
+      absl::Status s = marks_[i]->Wait();
+      if (!s.ok() && first.ok()) {
+        first = Prefixed(s, absl::StrCat("[", device_.name(), "] member ", i,
+                                         " (", device_.member(i).name(),
+                                         "): "));
+      }
     }
+    return first;
   }
-  return first;
-}
+  bool IsDone() override {
+    for (auto& mark : marks_) {
+      if (!mark->IsDone()) return false;
+    }
+    return true;
+  }
 
-bool MetaEvent::IsDone() {
-  for (auto& e : members_) {
-    if (!e->IsDone()) return false;
-  }
-  return true;
+ private:
+  MetaDevice& device_;
+  const std::vector<std::unique_ptr<EventMark>> marks_;
+};
+
+absl::Status MetaEvent::Synchronize() { return Capture()->Wait(); }
+
+bool MetaEvent::IsDone() { return Capture()->IsDone(); }
+
+std::unique_ptr<EventMark> MetaEvent::Capture() {
+  std::vector<std::unique_ptr<EventMark>> marks;
+  marks.reserve(members_.size());
+  for (auto& event : members_) marks.push_back(event->Capture());
+  return std::make_unique<MetaMark>(device_, std::move(marks));
 }
 
 // ---------------------------------------------------------------- device

@@ -176,6 +176,8 @@ class MetaEvent final : public Event {
   // Waits for every member; returns the first member error, naming it.
   absl::Status Synchronize() override;
   bool IsDone() override;
+  // The members' current recordings.
+  std::unique_ptr<EventMark> Capture() override;
   Event& member(int i) { return *members_[i]; }
 
  private:
