@@ -7,6 +7,13 @@
 //                                    hash) is not sent again
 //   tessera [flags] bench            upload/download rate (--bench_mib,
 //                                    default 256 MiB)
+//   tessera run --model=FILE.gguf --prompt_tokens=1,2,3 [--n_predict=16]
+//       [--remote=HOST:PORT] [--pp=N] [--threads=N] [--n_ctx=N]
+//       [--n_ubatch=N]               greedy generation with a LLaMA GGUF
+//                                    model, locally (one CPU device, or N
+//                                    with layers spread over them) or on a
+//                                    daemon; generated token ids on stdout,
+//                                    progress and tokens/s on stderr
 //
 // Flags (each also read from TESSERA_<NAME>): --target=HOST:PORT (default
 // 127.0.0.1:50051), --device=NAME (default: the first), --token_file=PATH,
@@ -33,17 +40,27 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "client/client.h"
-#include "grpc/grpc.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "backend/assembly/device_spec.h"
+#include "backend/registry.h"
 #include "base/flag_file.h"
 #include "base/status_macros.h"
+#include "client/client.h"
+#include "grpc/grpc.h"
+#include "model/gguf_reader.h"
 #include "proto/content_hash.h"
+#include "runner/llama_runner.h"
 
 namespace tessera::client {
 namespace {
 
 constexpr char kUsage[] =
     "usage: tessera [flags] devices | ping | upload FILE | bench\n"
+    "       tessera run --model=FILE.gguf --prompt_tokens=1,2,3 "
+    "[--n_predict=16]\n"
+    "           [--remote=HOST:PORT] [--pp=N] [--threads=N] [--n_ctx=N] "
+    "[--n_ubatch=N]\n"
     "flags (or TESSERA_<NAME> in the environment):\n"
     "  --target=HOST:PORT      daemon address (default 127.0.0.1:50051)\n"
     "  --device=NAME           device for upload and bench (default: first)\n"
@@ -233,6 +250,108 @@ absl::Status Bench(Client& client, const Flags& flags) {
   return client.FreeBuffer(buffer.handle);
 }
 
+absl::StatusOr<int64_t> IntFlag(const Flags& flags, const std::string& name,
+                                int64_t fallback) {
+  const std::string text = flags.Get(name, "");
+  if (text.empty()) return fallback;
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, "=", text, " is not an integer"));
+  }
+  return value;
+}
+
+// `tessera run`: greedy generation with a LLaMA GGUF model.
+absl::Status RunModel(const Flags& flags) {
+  const std::string model = flags.Get("model", "");
+  if (model.empty()) return absl::InvalidArgumentError("--model is required");
+  std::vector<int32_t> prompt;
+  for (absl::string_view t :
+       absl::StrSplit(flags.Get("prompt_tokens", ""), ',', absl::SkipEmpty())) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(t, &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompt_tokens: \"", t, "\" is not a token id"));
+    }
+    prompt.push_back(id);
+  }
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError("--prompt_tokens is required");
+  }
+  TESSERA_ASSIGN_OR_RETURN(const int64_t n_predict,
+                           IntFlag(flags, "n_predict", 16));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t pp, IntFlag(flags, "pp", 1));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t threads, IntFlag(flags, "threads", 0));
+  LlamaRunnerOptions options;
+  TESSERA_ASSIGN_OR_RETURN(options.n_ctx, IntFlag(flags, "n_ctx", 0));
+  TESSERA_ASSIGN_OR_RETURN(options.n_ubatch, IntFlag(flags, "n_ubatch", 32));
+  if (options.n_ctx == 0) {
+    options.n_ctx = static_cast<int64_t>(prompt.size()) + n_predict;
+  }
+  const std::string remote = flags.Get("remote", "");
+  if (pp < 1 || (!remote.empty() && pp != 1)) {
+    return absl::InvalidArgumentError("--pp must be >= 1, and 1 with --remote");
+  }
+
+  const absl::Time t0 = absl::Now();
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file,
+                           GgufFile::Open(model));
+  Registry registry;
+  std::unique_ptr<Client> client;
+  std::unique_ptr<LlamaRunner> runner;
+  if (!remote.empty()) {
+    Flags connect = flags;
+    connect.values["target"] = remote;
+    TESSERA_ASSIGN_OR_RETURN(client, ConnectFromFlags(connect));
+    TESSERA_ASSIGN_OR_RETURN(
+        runner, LlamaRunner::CreateRemote(*file, *client,
+                                          flags.Get("device", ""), options));
+  } else {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const int per_device = threads > 0 ? static_cast<int>(threads)
+                                       : std::max<int>(1, cores / pp);
+    TESSERA_RETURN_IF_ERROR(AddDevices(
+        pp == 1 ? std::string("cpu") : absl::StrCat("cpu:", pp), per_device,
+        registry));
+    std::vector<Device*> devices(registry.devices().begin(),
+                                 registry.devices().end());
+    TESSERA_ASSIGN_OR_RETURN(
+        runner, LlamaRunner::CreateLocal(*file, devices, options));
+  }
+  const LlamaConfig& c = runner->config();
+  absl::FPrintF(stderr,
+                "tessera run: %d layers, n_embd %d, %d heads (%d kv), vocab "
+                "%d; %.1f MiB of weights loaded in %.2f s (%s)\n",
+                c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
+                runner->weight_bytes() / 1048576.0,
+                absl::ToDoubleSeconds(absl::Now() - t0),
+                remote.empty() ? absl::StrCat("local, ", pp, " device(s)")
+                               : absl::StrCat("remote ", remote));
+  const absl::Time t1 = absl::Now();
+  absl::Time first = t1;
+  int64_t n = 0;
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<int32_t> tokens,
+      GenerateGreedy(*runner, prompt, static_cast<int>(n_predict),
+                     [&](int32_t token) {
+                       if (n++ == 0) first = absl::Now();
+                       absl::FPrintF(stderr, "\rtessera run: %d/%d tokens", n,
+                                     n_predict);
+                     }));
+  const absl::Time t2 = absl::Now();
+  const double prompt_s = absl::ToDoubleSeconds(first - t1);
+  const double decode_s = absl::ToDoubleSeconds(t2 - first);
+  absl::FPrintF(stderr,
+                "\ntessera run: prompt %d tokens in %.3f s (%.1f tokens/s); "
+                "decode %d tokens in %.3f s (%.1f tokens/s)\n",
+                prompt.size(), prompt_s, prompt.size() / prompt_s,
+                tokens.size() - 1, decode_s,
+                tokens.size() > 1 ? (tokens.size() - 1) / decode_s : 0.0);
+  absl::PrintF("%s\n", absl::StrJoin(tokens, ","));
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
@@ -253,6 +372,14 @@ int Main(int argc, char** argv) {
     }
   }
   const std::vector<std::string>& args = flags.args;
+  if (args.size() == 1 && args[0] == "run") {
+    absl::Status s = RunModel(flags);
+    if (!s.ok()) {
+      absl::FPrintF(stderr, "tessera run: %s\n", s.ToString());
+      return 1;
+    }
+    return 0;
+  }
   const bool known = (args.size() == 1 && (args[0] == "devices" ||
                                            args[0] == "ping" ||
                                            args[0] == "bench")) ||

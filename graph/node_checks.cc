@@ -363,6 +363,15 @@ absl::Status NodeChecker::Rope() const {
   if (mode != kRopeNormal && mode != kRopeNeox) {
     return Invalid("unknown mode ", mode);
   }
+  if (node_.src[2] == nullptr) return absl::OkStatus();
+  const Tensor& factors = *node_.src[2];
+  TESSERA_RETURN_IF_ERROR(Operand(&factors, "freq_factors"));
+  TESSERA_RETURN_IF_ERROR(TypeIs(factors, "freq_factors", Type::kF32));
+  if (factors.ne[0] < n_dims / 2 || factors.ne[1] != 1 || factors.ne[2] != 1 ||
+      factors.ne[3] != 1) {
+    return Invalid("freq_factors ", Describe(factors), " must be [>= ",
+                   n_dims / 2, "]");
+  }
   return absl::OkStatus();
 }
 

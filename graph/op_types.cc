@@ -87,7 +87,8 @@ bool OpHasTypes(const Tensor& node) {
              AbsentOr(b, Type::kF32, Type::kF16);
     case Op::kRope:
       return (Is(a, Type::kF32) || Is(a, Type::kF16)) && t == a->type &&
-             Is(b, Type::kI32);
+             Is(b, Type::kI32) && 
+             AbsentOr(node.src[2], Type::kF32, Type::kF32);
     case Op::kConcat:
       return Valid(a) && !Traits(a->type).is_quantized && Is(b, a->type) &&
              t == a->type;

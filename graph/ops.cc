@@ -563,7 +563,7 @@ absl::StatusOr<Tensor*> SoftMax(Context& ctx, Tensor* a, Tensor* mask,
 }
 
 absl::StatusOr<Tensor*> Rope(Context& ctx, Tensor* a, Tensor* pos,
-                             const RopeParams& params) {
+                             const RopeParams& params, Tensor* freq_factors) {
   constexpr std::string_view kOp = "Rope";
   if (auto s = CheckInput(kOp, "a", a); !s.ok()) return s;
   if (auto s = CheckInput(kOp, "pos", pos); !s.ok()) return s;
@@ -593,6 +593,20 @@ absl::StatusOr<Tensor*> Rope(Context& ctx, Tensor* a, Tensor* pos,
                  " is neither normal (0) nor "
                  "NeoX (2)");
   }
+  if (freq_factors != nullptr) {
+    if (auto s = CheckInput(kOp, "freq_factors", freq_factors); !s.ok()) {
+      return s;
+    }
+    if (auto s = CheckType(kOp, "freq_factors", *freq_factors, Type::kF32);
+        !s.ok()) {
+      return s;
+    }
+    if (freq_factors->ne[0] < params.n_dims / 2 || freq_factors->ne[1] != 1 ||
+        freq_factors->ne[2] != 1 || freq_factors->ne[3] != 1) {
+      return Error(kOp, "freq_factors ", Shape(*freq_factors), " must be [>= ",
+                   params.n_dims / 2, "] (one factor per rotated pair)");
+    }
+  }
   absl::StatusOr<Tensor*> r = NewResult(ctx, kOp, a->type, a->ne);
   if (!r.ok()) return r;
   Tensor* t = *r;
@@ -605,7 +619,7 @@ absl::StatusOr<Tensor*> Rope(Context& ctx, Tensor* a, Tensor* pos,
   t->set_param<float>(8, params.attn_factor);
   t->set_param<float>(9, params.beta_fast);
   t->set_param<float>(10, params.beta_slow);
-  return Finish(t, Op::kRope, {a, pos});
+  return Finish(t, Op::kRope, {a, pos, freq_factors});
 }
 
 absl::StatusOr<Tensor*> Concat(Context& ctx, Tensor* a, Tensor* b, int dim) {
@@ -789,7 +803,7 @@ absl::StatusOr<Tensor*> Rebuild(Context& ctx, const Tensor& node) {
       rp.attn_factor = node.param<float>(8);
       rp.beta_fast = node.param<float>(9);
       rp.beta_slow = node.param<float>(10);
-      return Rope(ctx, s[0], s[1], rp);
+      return Rope(ctx, s[0], s[1], rp, s[2]);
     }
     case Op::kConcat:
       return Concat(ctx, s[0], s[1], p[0]);

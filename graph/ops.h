@@ -113,9 +113,12 @@ absl::StatusOr<Tensor*> SoftMax(Context& ctx, Tensor* a, Tensor* mask,
 // row rotate; mode kRopeNormal pairs (2i, 2i+1), kRopeNeox pairs (i, i +
 // n_dims/2). theta_i = pos * freq_scale * base^(-2i/n_dims), with YaRN
 // extrapolation mixing when ext_factor != 0 (ggml's rope_yarn).
+// With `freq_factors` (ggml_rope_ext's third source, as LLaMA 3.1+ uses it:
+// F32 [>= n_dims/2], one value per rotated pair) theta_extrap of pair i is
+// divided by freq_factors[i] before the YaRN mixing.
 // op_params: [1] n_dims, [2] mode, [4] n_ctx_orig, [5] freq_base, [6]
 // freq_scale, [7] ext_factor, [8] attn_factor, [9] beta_fast, [10]
-// beta_slow (floats as f32).
+// beta_slow (floats as f32). src = {a, pos, freq_factors or null}.
 struct RopeParams {
   int32_t n_dims = 0;
   int32_t mode = kRopeNormal;
@@ -128,7 +131,8 @@ struct RopeParams {
   float beta_slow = 1.0f;
 };
 absl::StatusOr<Tensor*> Rope(Context& ctx, Tensor* a, Tensor* pos,
-                             const RopeParams& params);
+                             const RopeParams& params,
+                             Tensor* freq_factors = nullptr);
 
 // CONCAT: a and b (same non-quantized type, equal in every dimension but
 // `dim`) joined along `dim`. op_params: [0] dim.

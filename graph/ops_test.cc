@@ -397,6 +397,20 @@ TEST(OpsTest, RopeStoresGgmlParamLayout) {
   EXPECT_EQ(r->param<float>(9), 30.0f);
   EXPECT_EQ(r->param<float>(10), 2.0f);
   EXPECT_EQ(r->src[1], pos);
+  EXPECT_EQ(r->src[2], nullptr);
+}
+
+TEST(OpsTest, RopeTakesFreqFactors) {
+  Context ctx;
+  Tensor* a = New(ctx, Type::kF32, {64, 8, 5});
+  Tensor* pos = New(ctx, Type::kI32, {5});
+  RopeParams p;
+  p.n_dims = 32;
+  BUILD(r, Rope(ctx, a, pos, p, New(ctx, Type::kF32, {16})));
+  EXPECT_EQ(r->src[2]->ne[0], 16);
+  EXPECT_FALSE(Rope(ctx, a, pos, p, New(ctx, Type::kF32, {15})).ok());
+  EXPECT_FALSE(Rope(ctx, a, pos, p, New(ctx, Type::kF16, {16})).ok());
+  EXPECT_FALSE(Rope(ctx, a, pos, p, New(ctx, Type::kF32, {16, 2})).ok());
 }
 
 TEST(OpsTest, ConcatAlongEachDim) {
@@ -895,6 +909,15 @@ TEST(OpsTest, ValidateNodeRejectsTamperedNodes) {
   Tensor* rope = *Rope(ctx, *ctx.NewTensor(Type::kF32, {8, 4, 1}), pos, rp);
   expect_invalid(*rope, "rope n_ctx", [](Tensor& t) { t.op_params[3] = 5; });
   expect_invalid(*rope, "rope n_dims", [](Tensor& t) { t.op_params[1] = 7; });
+  Tensor* rope_ff = *Rope(ctx, *ctx.NewTensor(Type::kF32, {8, 4, 1}), pos, rp,
+                          *ctx.NewTensor(Type::kF32, {4}));
+  EXPECT_TRUE(ValidateNode(*rope_ff).ok()) << ValidateNode(*rope_ff);
+  Tensor* short_factors = *ctx.NewTensor(Type::kF32, {3});
+  Tensor* f16_factors = *ctx.NewTensor(Type::kF16, {4});
+  expect_invalid(*rope_ff, "rope freq_factors short",
+                 [&](Tensor& t) { t.src[2] = short_factors; });
+  expect_invalid(*rope_ff, "rope freq_factors f16",
+                 [&](Tensor& t) { t.src[2] = f16_factors; });
 }
 
 TEST(OpsTest, ValidateNodeSurvivesGarbage) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace tessera {
 namespace {
@@ -45,12 +46,20 @@ void ComputeRopeAngles(const Tensor& node, double pos, RopeAngles& out) {
       static_cast<float>(n_dims - 1),
       std::ceil(YarnCorrDim(n_dims, n_ctx_orig, beta_slow, freq_base)));
 
+  const Tensor* factors = node.src[2];
   const int pairs = n_dims / 2;
   out.cos.resize(pairs);
   out.sin.resize(pairs);
   for (int i = 0; i < pairs; ++i) {
+    float factor = 1.0f;
+    if (factors != nullptr) {
+      std::memcpy(&factor,
+                  static_cast<const char*>(factors->data) + i * factors->nb[0],
+                  sizeof(factor));
+    }
     const double theta_extrap =
-        pos * std::pow(static_cast<double>(freq_base), -2.0 * i / n_dims);
+        pos * std::pow(static_cast<double>(freq_base), -2.0 * i / n_dims) /
+        factor;
     const double theta_interp = freq_scale * theta_extrap;
     double theta = theta_interp;
     double mscale = attn_factor;

@@ -21,7 +21,9 @@ struct RopeAngles {
 
 // cos and sin of each pair's angle at position `pos` for ROPE node `node`
 // (ggml's rope_yarn):
-//   theta_extrap = pos * base^(-2i / n_dims), theta_interp = freq_scale *
+//   theta_extrap = pos * base^(-2i / n_dims) / ff_i (ff_i the node's F32
+//   freq_factors src[2] value i, read through its strides; 1 without one),
+//   theta_interp = freq_scale *
 //   theta_extrap; with ext_factor != 0, ramp = ext_factor * (1 - clamp((i -
 //   low) / max(0.001, high - low), 0, 1)) mixes them as theta = theta_interp
 //   (1 - ramp) + theta_extrap ramp and mscale = attn_factor (1 + 0.1

@@ -547,6 +547,21 @@ TEST_F(ReferenceTest, RopeNormalAndNeoxRotateKnownAngles) {
              1e-6f);
 }
 
+TEST_F(ReferenceTest, RopeDividesAnglesByFreqFactors) {
+  // As RopeNormalAndNeoxRotateKnownAngles, with factors 4 and 0.5: angles
+  // 2 / 4 and 0.02 / 0.5.
+  const float t0 = 0.5f;
+  const float t1 = 0.04f;
+  Tensor* pos = New(Type::kI32, {1}, {2});
+  Tensor* factors = New(Type::kF32, {2}, {4.0f, 0.5f});
+  RopeParams p;
+  p.n_dims = 4;
+  Tensor* a = New(Type::kF32, {6, 1, 1}, {1, 0, 1, 0, 7, 8});
+  ExpectNear(Run(Must(Rope(ctx_, a, pos, p, factors))),
+             {std::cos(t0), std::sin(t0), std::cos(t1), std::sin(t1), 7, 8},
+             1e-6f);
+}
+
 TEST_F(ReferenceTest, RopeUsesEachTokensPosition) {
   Tensor* pos = New(Type::kI32, {2}, {0, 1});
   RopeParams p;

@@ -130,6 +130,13 @@ bool TryRope(Tensor& node, const CpuComputeContext& ctx) {
       n_dims > node.ne[0] || (mode != kRopeNormal && mode != kRopeNeox)) {
     return false;
   }
+  // Frequency factors are read by ComputeRopeAngles.
+  const Tensor* factors = node.src[2];
+  if (factors != nullptr &&
+      (factors->type != Type::kF32 || factors->data == nullptr ||
+       factors->ne[0] < n_dims / 2)) {
+    return false;
+  }
   const Tensor& a = *node.src[0];
   RopeAngles angles;
   std::vector<float> cos;

@@ -3,7 +3,7 @@
 
 // Fast F32 paths of the row-wise ops of the CPU device: ADD, SUB, MUL, DIV
 // (src1 broadcast over rows), NORM, RMS_NORM, SOFT_MAX (optional F32 mask,
-// ALiBi), ROPE (normal and NeoX, YaRN). Each Try* computes part ctx.ith of
+// ALiBi), ROPE (normal and NeoX, YaRN, frequency factors). Each Try* computes part ctx.ith of
 // ctx.nth of `node` (split by rows) and returns true when the node fits the
 // fast path: F32 operands with contiguous rows (nb[0] = 4), consistent
 // shapes and valid parameters. Otherwise it returns false having done

@@ -82,8 +82,14 @@ __global__ void RopeKernel(KTensor dst, KTensor a, KTensor pos, RopeArgs args,
         continue;
       }
       const int i = static_cast<int>(item);
+      const float factor =
+          args.freq_factors != nullptr
+              ? *reinterpret_cast<const float*>(args.freq_factors +
+                                                i * args.freq_factors_nb0)
+              : 1.0f;
       const float theta_extrap =
-          p * powf(args.freq_base, -2.0f * i / static_cast<float>(args.n_dims));
+          p * powf(args.freq_base, -2.0f * i / static_cast<float>(args.n_dims)) /
+          factor;
       const float theta_interp = args.freq_scale * theta_extrap;
       float theta = theta_interp;
       float mscale = args.attn_factor;

@@ -127,6 +127,10 @@ cuda_kernels::RopeArgs MakeRopeArgs(const Tensor& node) {
   args.corr_high = std::min(static_cast<float>(args.n_dims - 1),
                             std::ceil(YarnCorrDim(args.n_dims, n_ctx_orig,
                                                   beta_slow, args.freq_base)));
+  if (const Tensor* factors = node.src[2]; factors != nullptr) {
+    args.freq_factors = static_cast<const char*>(factors->data);
+    args.freq_factors_nb0 = static_cast<int64_t>(factors->nb[0]);
+  }
   return args;
 }
 

@@ -93,6 +93,11 @@ struct RopeArgs {
   // kernel does.
   float corr_low;
   float corr_high;
+  // ROPE's optional F32 frequency factors (src[2]): theta_extrap of pair i
+  // is divided by *(float*)(freq_factors + i * freq_factors_nb0); null for
+  // none.
+  const char* freq_factors = nullptr;
+  int64_t freq_factors_nb0 = 0;
 };
 cudaError_t Rope(const KTensor& dst, const KTensor& a, const KTensor& pos,
                  const RopeArgs& args, cudaStream_t stream);

@@ -678,7 +678,7 @@ void AddRowIndexCases(CaseList& cases) {
   }
 }
 
-// ROPE normal and NeoX, full and partial rotation, YaRN.
+// ROPE normal and NeoX, full and partial rotation, YaRN, frequency factors.
 void AddRopeCases(CaseList& cases) {
   struct Variant {
     std::string name;
@@ -720,6 +720,33 @@ void AddRopeCases(CaseList& cases) {
                              [params](Context& c, Tensor* a, Tensor* pos) {
                                return Rope(c, a, pos, params);
                              }));
+      }
+    }
+  }
+  // Frequency factors (LLaMA 3.1+): F32 [n_dims / 2]. Every input is drawn
+  // from [1, 4] so that the factors, like real ones, are positive and
+  // keep the angles near those without them.
+  for (Type t : {kF32, kF16}) {
+    for (int32_t mode : {kRopeNormal, kRopeNeox}) {
+      for (const RopeParams& v : {full, partial, yarn}) {
+        RopeParams params = v;
+        params.mode = mode;
+        const Shape ne = {64, 4, 5, 1};
+        const Shape nf = {params.n_dims / 2, 1, 1, 1};
+        cases.Add(
+            absl::StrCat("ROPE ", mode == kRopeNeox ? "neox " : "normal ",
+                         "freq_factors n_dims ", params.n_dims,
+                         params.ext_factor != 0.0f ? " yarn " : " ",
+                         Operand(t, ne)),
+            NmseForType(t),
+            [t, ne, nf, params](Context& c) -> absl::StatusOr<Tensor*> {
+              TESSERA_ASSIGN_OR_RETURN(Tensor * a, Input(c, t, ne));
+              TESSERA_ASSIGN_OR_RETURN(Tensor * pos,
+                                       Input(c, kI32, {ne[2], 1, 1, 1}));
+              TESSERA_ASSIGN_OR_RETURN(Tensor * factors, Input(c, kF32, nf));
+              return Rope(c, a, pos, params, factors);
+            },
+            1.0f, 4.0f);
       }
     }
   }

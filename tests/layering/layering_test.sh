@@ -6,8 +6,11 @@
 #      (backend/cpu, backend/cuda), and no backend names another;
 #   3. nothing under graph/, base/, backend/ or sched/ includes gRPC,
 #      protobuf or generated protocol headers;
-#   4. model/ (model files and, later, the model runner) uses graph/ and
-#      base/ only.
+#   4. model/ (model files and the LLaMA architecture) uses graph/ and
+#      base/ only;
+#   5. runner/ (the model runner) names no concrete backend and no server,
+#      and nothing below it (graph/, base/, backend/, sched/, model/,
+#      proto/, server/) includes it.
 # Tests (*_test.cc) and test fakes (*/testing/*) sit above every layer and
 # may use concrete devices. The tree is found through the WORKSPACE file
 # this test carries.
@@ -46,7 +49,7 @@ rule() {
   fi
 }
 
-project='backend/|sched/|server/|client/|proto/|python/'
+project='backend/|sched/|server/|client/|proto/|python/|runner/'
 wire='grpc|grpcpp/|google/protobuf/|proto/|[^"]*\.pb\.h'
 
 rule "graph/ includes no other layer" graph "${project}"
@@ -59,6 +62,11 @@ rule "the meta backend names no other backend" backend/meta 'backend/(cpu|cuda|a
 rule "sched/ names no concrete backend and no server or client" sched \
   'backend/(cpu|cuda|meta|assembly)/|server/|client/'
 rule "model/ uses graph/ and base/ only" model "${project}"
+rule "runner/ names no concrete backend and no server" runner \
+  'backend/(cpu|cuda|meta|assembly)/|server/'
+for layer in backend proto server; do
+  rule "${layer}/ does not include runner/" "${layer}" 'runner/'
+done
 for layer in graph base backend sched model; do
   rule "${layer}/ knows no gRPC, protobuf or wire format" "${layer}" "${wire}"
 done

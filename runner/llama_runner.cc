@@ -1,0 +1,323 @@
+#include "runner/llama_runner.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backend/alloc/tensor_allocator.h"
+#include "base/status_macros.h"
+#include "client/remote_buffer.h"
+
+namespace tessera {
+namespace {
+
+absl::Status Invalid(auto&&... args) {
+  return absl::InvalidArgumentError(absl::StrCat("[LlamaRunner] ", args...));
+}
+
+}  // namespace
+
+LlamaRunner::LlamaRunner(const GgufFile& file, LlamaConfig config,
+                         LlamaRunnerOptions options)
+    : file_(file), config_(std::move(config)), options_(std::move(options)) {}
+
+LlamaRunner::~LlamaRunner() {
+  if (sched_ != nullptr) (void)sched_->Synchronize();
+  // Graphs (remote ones release themselves) go before the buffers they use.
+  graphs_.clear();
+  sched_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::CreateLocal(
+    const GgufFile& file, std::vector<Device*> devices,
+    const LlamaRunnerOptions& options) {
+  if (devices.empty()) return Invalid("no devices");
+  for (Device* d : devices) {
+    if (d == nullptr) return Invalid("null device");
+  }
+  if (devices.back()->Props().type != DeviceType::kCpu) {
+    return Invalid("the last device must be a CPU device, got ",
+                   devices.back()->name());
+  }
+  TESSERA_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
+  std::unique_ptr<LlamaRunner> runner(
+      new LlamaRunner(file, std::move(config), options));
+  TESSERA_RETURN_IF_ERROR(runner->Init(std::move(devices)));
+  return runner;
+}
+
+absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::CreateRemote(
+    const GgufFile& file, client::Client& client, const std::string& device,
+    const LlamaRunnerOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
+  std::unique_ptr<LlamaRunner> runner(
+      new LlamaRunner(file, std::move(config), options));
+  runner->client_ = &client;
+  TESSERA_ASSIGN_OR_RETURN(runner->remote_devices_,
+                           client::RemoteDevice::ListAll(client));
+  Device* chosen = nullptr;
+  for (const auto& d : runner->remote_devices_) {
+    if (device.empty() || d->remote_name() == device) {
+      chosen = d.get();
+      runner->remote_device_ = d->remote_name();
+      break;
+    }
+  }
+  if (chosen == nullptr) {
+    return Invalid("the daemon has no device \"", device, "\"");
+  }
+  TESSERA_RETURN_IF_ERROR(runner->Init({chosen}));
+  return runner;
+}
+
+absl::Status LlamaRunner::Init(std::vector<Device*> devices) {
+  if (options_.n_ubatch < 1) return Invalid("n_ubatch must be >= 1");
+  const int64_t n_ctx = options_.n_ctx > 0
+                            ? options_.n_ctx
+                            : std::min<int64_t>(config_.n_ctx_train, 4096);
+  TESSERA_ASSIGN_OR_RETURN(
+      weights_, LlamaWeights::FromGguf(file_, config_, weights_ctx_));
+  TESSERA_ASSIGN_OR_RETURN(cache_, LlamaCache::Make(config_, n_ctx,
+                                                    options_.cache_type,
+                                                    weights_ctx_));
+  TESSERA_RETURN_IF_ERROR(PlaceWeights(devices));
+  TESSERA_RETURN_IF_ERROR(Upload());
+  if (client_ != nullptr) return absl::OkStatus();
+
+  for (Device* d : devices) {
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> s, d->CreateStream());
+    streams_.push_back(std::move(s));
+  }
+  std::vector<Stream*> streams;
+  for (auto& s : streams_) streams.push_back(s.get());
+  SchedulerOptions so;
+  so.n_copies = options_.n_copies > 0
+                    ? options_.n_copies
+                    : std::min<int>(static_cast<int>(devices.size()),
+                                    kMaxCopies);
+  TESSERA_ASSIGN_OR_RETURN(sched_, Scheduler::Create(streams, {}, so));
+  // Compute memory for the largest graph, so that switching between the
+  // prompt and decode graphs never grows it.
+  TESSERA_ASSIGN_OR_RETURN(
+      BatchGraph * largest,
+      GraphFor(std::min<int64_t>(options_.n_ubatch, cache_.n_ctx)));
+  return sched_->Reserve(largest->fwd->graph);
+}
+
+absl::Status LlamaRunner::PlaceWeights(const std::vector<Device*>& devices) {
+  // Layer l goes to device l * N / n_layer; the embedding and rope factors
+  // to the first device, the output head to the last.
+  const int64_t n = static_cast<int64_t>(devices.size());
+  std::vector<std::vector<Tensor*>> weights(n);
+  std::vector<std::vector<Tensor*>> caches(n);
+  auto add = [&](Tensor* t, int64_t d) {
+    if (t != nullptr && t->buffer == nullptr &&
+        std::find(weights[d].begin(), weights[d].end(), t) ==
+            weights[d].end()) {
+      weights[d].push_back(t);
+    }
+  };
+  add(weights_.token_embd, 0);
+  add(weights_.rope_freqs, 0);
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    const int64_t d = l * n / config_.n_layer;
+    const LlamaLayer& L = weights_.layers[l];
+    for (Tensor* t : {L.attn_norm, L.wq, L.wk, L.wv, L.wo, L.ffn_norm,
+                      L.ffn_gate, L.ffn_up, L.ffn_down}) {
+      add(t, d);
+    }
+    caches[d].push_back(cache_.k[l]);
+    caches[d].push_back(cache_.v[l]);
+  }
+  add(weights_.output_norm, n - 1);
+  if (weights_.output != weights_.token_embd) add(weights_.output, n - 1);
+  for (int64_t d = 0; d < n; ++d) {
+    for (auto* group : {&weights[d], &caches[d]}) {
+      if (group->empty()) continue;
+      TESSERA_ASSIGN_OR_RETURN(
+          std::unique_ptr<Buffer> buffer,
+          AllocTensors(devices[d]->buffer_type(), *group));
+      buffer->set_usage(group == &weights[d] ? BufferUsage::kWeights
+                                             : BufferUsage::kAny);
+      buffers_.push_back(std::move(buffer));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaRunner::Upload() {
+  for (size_t i = 0; i < weights_.all.size(); ++i) {
+    Tensor& t = *weights_.all[i];
+    const absl::Span<const uint8_t> data = weights_.data[i];
+    if (data.size() != t.NumBytes()) {
+      return Invalid(t.name, ": the file holds ", data.size(),
+                     " bytes, the tensor needs ", t.NumBytes());
+    }
+    if (auto* remote = dynamic_cast<client::RemoteBuffer*>(t.buffer)) {
+      TESSERA_ASSIGN_OR_RETURN(v1::TensorRef ref, remote->RefOf(t));
+      TESSERA_RETURN_IF_ERROR(
+          remote->client().WriteTensorCached(ref, data.data(), data.size()));
+    } else {
+      TESSERA_RETURN_IF_ERROR(
+          t.buffer->SetTensor(t, data.data(), 0, data.size()));
+    }
+    weight_bytes_ += data.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LlamaRunner::BatchGraph*> LlamaRunner::GraphFor(
+    int64_t n_tokens) {
+  auto it = graphs_.find(n_tokens);
+  if (it != graphs_.end()) return &it->second;
+  BatchGraph g;
+  g.ctx = std::make_unique<Context>();
+  TESSERA_ASSIGN_OR_RETURN(
+      g.fwd, BuildLlamaForward(*g.ctx, config_, weights_, cache_, n_tokens));
+  if (client_ != nullptr) {
+    client::RemoteGraph::Options ro;
+    ro.devices = {remote_device_};
+    TESSERA_ASSIGN_OR_RETURN(
+        g.remote, client::RemoteGraph::Register(*client_, g.fwd->graph, ro));
+  }
+  return &graphs_.emplace(n_tokens, std::move(g)).first->second;
+}
+
+LlamaRunner::BatchInputs LlamaRunner::MakeInputs(
+    absl::Span<const int32_t> tokens, int64_t pos) const {
+  BatchInputs in;
+  in.tokens.assign(tokens.begin(), tokens.end());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    in.positions.push_back(static_cast<int32_t>(pos + i));
+  }
+  in.mask.resize(tokens.size() * cache_.n_ctx);
+  FillLlamaMask(in.positions, cache_.n_ctx, absl::MakeSpan(in.mask));
+  return in;
+}
+
+absl::StatusOr<std::vector<float>> LlamaRunner::Process(
+    absl::Span<const int32_t> tokens) {
+  if (n_past_ + static_cast<int64_t>(tokens.size()) > cache_.n_ctx) {
+    return absl::OutOfRangeError(
+        absl::StrCat("[LlamaRunner] ", n_past_, " + ", tokens.size(),
+                     " tokens do not fit in a cache of ", cache_.n_ctx));
+  }
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= config_.n_vocab) {
+      return Invalid("token ", t, " is outside the vocabulary of ",
+                     config_.n_vocab);
+    }
+  }
+  std::vector<float> logits(tokens.size() * config_.n_vocab);
+  TESSERA_RETURN_IF_ERROR(client_ != nullptr
+                              ? RunRemote(tokens, logits.data())
+                              : RunLocal(tokens, logits.data()));
+  n_past_ += static_cast<int64_t>(tokens.size());
+  return logits;
+}
+
+absl::Status LlamaRunner::RunLocal(absl::Span<const int32_t> tokens,
+                                   float* logits) {
+  // Queue every micro-batch (pipelined over the devices), then wait.
+  int64_t pos = n_past_;
+  for (size_t begin = 0; begin < tokens.size();) {
+    const int64_t n = std::min<int64_t>(options_.n_ubatch,
+                                        tokens.size() - begin);
+    TESSERA_ASSIGN_OR_RETURN(BatchGraph * g, GraphFor(n));
+    LlamaForward& f = *g->fwd;
+    if (allocated_ != g) {
+      TESSERA_RETURN_IF_ERROR(sched_->AllocGraph(f.graph));
+      allocated_ = g;
+    }
+    const BatchInputs in = MakeInputs(tokens.subspan(begin, n), pos);
+    TESSERA_RETURN_IF_ERROR(f.tokens->buffer->SetTensor(
+        *f.tokens, in.tokens.data(), 0, f.tokens->NumBytes()));
+    TESSERA_RETURN_IF_ERROR(f.positions->buffer->SetTensor(
+        *f.positions, in.positions.data(), 0, f.positions->NumBytes()));
+    TESSERA_RETURN_IF_ERROR(f.cache_rows->buffer->SetTensor(
+        *f.cache_rows, in.positions.data(), 0, f.cache_rows->NumBytes()));
+    TESSERA_RETURN_IF_ERROR(
+        f.mask->buffer->SetTensor(*f.mask, in.mask.data(), 0,
+                                  f.mask->NumBytes()));
+    TESSERA_RETURN_IF_ERROR(sched_->ComputeAsync(f.graph));
+    TESSERA_RETURN_IF_ERROR(
+        sched_->GetTensorAsync(*f.logits, logits + begin * config_.n_vocab, 0,
+                               f.logits->NumBytes()));
+    begin += n;
+    pos += n;
+  }
+  return sched_->Synchronize();
+}
+
+absl::Status LlamaRunner::RunRemote(absl::Span<const int32_t> tokens,
+                                    float* logits) {
+  // Executions of one registered graph are submitted back to back and
+  // received in order; the stream is drained before another graph runs
+  // (each graph has its own stream, and they share the cache).
+  struct Pending {
+    BatchGraph* graph;
+    BatchInputs inputs;
+    float* out;
+  };
+  std::vector<Pending> pending;
+  auto drain = [&]() -> absl::Status {
+    for (Pending& p : pending) {
+      const LlamaForward& f = *p.graph->fwd;
+      const client::TensorOutput out{f.logits, p.out, f.logits->NumBytes()};
+      TESSERA_RETURN_IF_ERROR(p.graph->remote->Receive({out}));
+    }
+    pending.clear();
+    return absl::OkStatus();
+  };
+  int64_t pos = n_past_;
+  for (size_t begin = 0; begin < tokens.size();) {
+    const int64_t n = std::min<int64_t>(options_.n_ubatch,
+                                        tokens.size() - begin);
+    TESSERA_ASSIGN_OR_RETURN(BatchGraph * g, GraphFor(n));
+    if (!pending.empty() && pending.back().graph != g) {
+      TESSERA_RETURN_IF_ERROR(drain());
+    }
+    pending.push_back(
+        {g, MakeInputs(tokens.subspan(begin, n), pos),
+         logits + begin * config_.n_vocab});
+    const BatchInputs& in = pending.back().inputs;
+    const LlamaForward& f = *g->fwd;
+    const client::TensorInput inputs[] = {
+        {f.tokens, in.tokens.data(), f.tokens->NumBytes()},
+        {f.positions, in.positions.data(), f.positions->NumBytes()},
+        {f.cache_rows, in.positions.data(), f.cache_rows->NumBytes()},
+        {f.mask, in.mask.data(), f.mask->NumBytes()},
+    };
+    const Tensor* outputs[] = {f.logits};
+    TESSERA_RETURN_IF_ERROR(g->remote->Submit(inputs, outputs));
+    begin += n;
+    pos += n;
+  }
+  return drain();
+}
+
+int32_t ArgmaxToken(absl::Span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) -
+                              row.begin());
+}
+
+absl::StatusOr<std::vector<int32_t>> GenerateGreedy(
+    LlamaRunner& runner, absl::Span<const int32_t> prompt, int n_predict,
+    const std::function<void(int32_t)>& on_token) {
+  const int64_t n_vocab = runner.config().n_vocab;
+  std::vector<int32_t> out;
+  if (n_predict <= 0) return out;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits, runner.Process(prompt));
+  for (int i = 0; i < n_predict; ++i) {
+    const int32_t next = ArgmaxToken(absl::MakeConstSpan(logits).subspan(
+        logits.size() - n_vocab, n_vocab));
+    out.push_back(next);
+    if (on_token) on_token(next);
+    if (i + 1 < n_predict) {
+      TESSERA_ASSIGN_OR_RETURN(logits, runner.Process({next}));
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,279 @@
+// The independent check of the LLaMA runner: a small random-weight LLaMA
+// GGUF (2 layers, 4 heads over 2 KV heads, untied output, rope_freqs) is
+// written with model/gguf_writer, run by tessera's runner and by a PyTorch
+// LLaMA (tests/llama/llama_reference.py, its own GGUF parser, float64), and
+// the logits compared: a prompt of 32 tokens, then 16 greedy decode steps
+// teacher-forced with the reference's tokens. Modes: one CPU device, a real
+// tesserad (remote), and the layers over 2 CPU devices (pp 2, prompt
+// micro-batches of 12 pipelined).
+//
+// Error norm, per logits row r: max_i |tessera_i - ref_i| / max_i |ref_i|
+// (the largest error relative to the row's largest logit); the test bounds
+// its maximum over the 48 rows.
+//  - F32 weights: 1e-4, and every greedy token equal.
+//  - Q8_0 and Q4_0 matrices: the reference runs on the dequantized weights,
+//    so the difference is ggml's rounding of the activations to Q8_0 blocks
+//    in quantized products: each value moves by at most d/2 = amax/254 of
+//    its 32-value block, an RMS error of amax/(254 sqrt 3) ~ 0.5% of the
+//    block's RMS for Gaussian-like activations (amax ~ 2.3 RMS). A product
+//    with random weights carries that 0.5% relative RMS error; about 9
+//    products lie on the path to the logits (Q/K/V, output, gate/up, down
+//    per layer, plus the head), adding in quadrature: ~1.5% RMS, and the
+//    largest of a row's 128 errors is ~3 RMS while max |ref| is ~2.5 RMS
+//    of the logits: bound 5e-2. Greedy tokens are not required to match.
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backend/assembly/device_spec.h"
+#include "backend/registry.h"
+#include "client/client.h"
+#include "graph/type.h"
+#include "gtest/gtest.h"
+#include "model/ggml_type.h"
+#include "model/gguf_reader.h"
+#include "model/gguf_writer.h"
+#include "runner/llama_runner.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/shell.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kLayers = 2;
+constexpr int64_t kEmbd = 64;
+constexpr int64_t kHead = 4;
+constexpr int64_t kHeadKv = 2;
+constexpr int64_t kFf = 96;
+constexpr int64_t kVocab = 128;
+constexpr int kPrompt = 32;
+constexpr int kDecode = 16;
+
+std::string TmpDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+// Writes the model with matrices of ggml type `matrix_type`; returns the
+// path.
+std::string WriteModel(int32_t matrix_type, const std::string& name) {
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  GgufWriter w;
+  auto kv = [&](const std::string& key, GgufValue v) {
+    ASSERT_TRUE(w.AddKv(key, std::move(v)).ok()) << key;
+  };
+  kv("general.architecture", std::string("llama"));
+  kv("llama.block_count", uint32_t{kLayers});
+  kv("llama.embedding_length", uint32_t{kEmbd});
+  kv("llama.feed_forward_length", uint32_t{kFf});
+  kv("llama.attention.head_count", uint32_t{kHead});
+  kv("llama.attention.head_count_kv", uint32_t{kHeadKv});
+  kv("llama.rope.freq_base", 10000.0f);
+  kv("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  kv("llama.context_length", uint32_t{128});
+  auto tensor = [&](const std::string& tname, std::vector<int64_t> ne,
+                    float scale, float offset, bool matrix) {
+    int64_t count = 1;
+    for (int64_t n : ne) count *= n;
+    std::vector<float> values(count);
+    for (float& v : values) v = offset + scale * normal(rng);
+    const int32_t type = matrix ? matrix_type : kGgmlF32;
+    std::vector<uint8_t> bytes;
+    if (type == kGgmlF32) {
+      bytes.resize(count * sizeof(float));
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+    } else {
+      const Type t = *TesseraTypeFromGgml(type);
+      bytes.resize(RowSize(t, count));
+      RowFromFloat(t, values.data(), bytes.data(), count);
+    }
+    ASSERT_TRUE(w.AddTensor(tname, type, ne, bytes).ok()) << tname;
+  };
+  const float in_embd = 1.0f / std::sqrt(static_cast<float>(kEmbd));
+  const int64_t kv_row = kEmbd / kHead * kHeadKv;
+  tensor("token_embd.weight", {kEmbd, kVocab}, 1.0f, 0.0f, true);
+  // Factors in about [1, 4], as LLaMA 3.1's are >= 1.
+  {
+    std::vector<float> f(kEmbd / kHead / 2);
+    for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0f + 3.0f * i / f.size();
+    std::vector<uint8_t> bytes(f.size() * sizeof(float));
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    EXPECT_TRUE(w.AddTensor("rope_freqs.weight", kGgmlF32,
+                            {static_cast<int64_t>(f.size())}, bytes)
+                    .ok());
+  }
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    tensor(p + "attn_norm.weight", {kEmbd}, 0.1f, 1.0f, false);
+    tensor(p + "attn_q.weight", {kEmbd, kEmbd}, in_embd, 0.0f, true);
+    tensor(p + "attn_k.weight", {kEmbd, kv_row}, in_embd, 0.0f, true);
+    tensor(p + "attn_v.weight", {kEmbd, kv_row}, in_embd, 0.0f, true);
+    tensor(p + "attn_output.weight", {kEmbd, kEmbd}, in_embd, 0.0f, true);
+    tensor(p + "ffn_norm.weight", {kEmbd}, 0.1f, 1.0f, false);
+    tensor(p + "ffn_gate.weight", {kEmbd, kFf}, in_embd, 0.0f, true);
+    tensor(p + "ffn_up.weight", {kEmbd, kFf}, in_embd, 0.0f, true);
+    tensor(p + "ffn_down.weight", {kFf, kEmbd},
+           1.0f / std::sqrt(static_cast<float>(kFf)), 0.0f, true);
+  }
+  tensor("output_norm.weight", {kEmbd}, 0.1f, 1.0f, false);
+  tensor("output.weight", {kEmbd, kVocab}, in_embd * 2.0f, 0.0f, true);
+  const std::string path = TmpDir() + "/" + name + ".gguf";
+  EXPECT_TRUE(w.WriteToFile(path).ok());
+  return path;
+}
+
+std::vector<int32_t> Prompt() {
+  std::vector<int32_t> p;
+  for (int i = 0; i < kPrompt; ++i) p.push_back((i * 37 + 11) % kVocab);
+  return p;
+}
+
+struct Reference {
+  std::vector<int32_t> tokens;  // greedy, kDecode
+  std::vector<float> logits;    // (kPrompt + kDecode) x kVocab
+};
+
+// Runs the PyTorch reference on `model`.
+Reference RunReference(const std::string& model) {
+  const std::string out = model + ".ref";
+  const std::string script = "tests/llama/llama_reference.py";
+  const testing::CommandRun run = testing::RunCommand(absl::StrCat(
+      "python3 ", script, " ", model, " ", absl::StrJoin(Prompt(), ","), " ",
+      kDecode, " ", out, " 2>&1"));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  Reference ref;
+  std::ifstream f(out, std::ios::binary);
+  int32_t header[3] = {0, 0, 0};
+  f.read(reinterpret_cast<char*>(header), sizeof(header));
+  EXPECT_EQ(header[0], kPrompt + kDecode);
+  EXPECT_EQ(header[1], kVocab);
+  EXPECT_EQ(header[2], kDecode);
+  ref.tokens.resize(kDecode);
+  ref.logits.resize((kPrompt + kDecode) * kVocab);
+  f.read(reinterpret_cast<char*>(ref.tokens.data()), kDecode * 4);
+  f.read(reinterpret_cast<char*>(ref.logits.data()), ref.logits.size() * 4);
+  EXPECT_TRUE(f.good()) << "short reference output " << out;
+  return ref;
+}
+
+// Max over rows of max |a - r| / max |r|.
+double MaxRelativeError(const float* a, const float* r, int rows) {
+  double worst = 0.0;
+  for (int row = 0; row < rows; ++row) {
+    double err = 0.0;
+    double scale = 0.0;
+    for (int i = 0; i < kVocab; ++i) {
+      err = std::max(err, std::fabs(double{a[row * kVocab + i]} -
+                                    r[row * kVocab + i]));
+      scale = std::max(scale, std::fabs(double{r[row * kVocab + i]}));
+    }
+    worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+
+LlamaRunnerOptions Options() {
+  LlamaRunnerOptions o;
+  o.n_ctx = 64;
+  o.n_ubatch = 12;  // 12 + 12 + 8: a remainder graph too
+  o.cache_type = Type::kF32;
+  return o;
+}
+
+// Runs the prompt and the teacher-forced decode on `runner`; checks the
+// logits against `ref` within `bound` and, with `tokens_equal`, the greedy
+// tokens.
+void Check(LlamaRunner& runner, const Reference& ref, double bound,
+           bool tokens_equal, const std::string& what) {
+  absl::StatusOr<std::vector<float>> prompt = runner.Process(Prompt());
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  std::vector<float> logits = *prompt;
+  for (int i = 0; i < kDecode; ++i) {
+    const int32_t mine = ArgmaxToken(
+        absl::MakeConstSpan(logits).subspan(logits.size() - kVocab));
+    if (tokens_equal) {
+      EXPECT_EQ(mine, ref.tokens[i]) << what << " decode step " << i;
+    }
+    absl::StatusOr<std::vector<float>> step = runner.Process({ref.tokens[i]});
+    ASSERT_TRUE(step.ok()) << step.status();
+    logits.insert(logits.end(), step->begin(), step->end());
+  }
+  ASSERT_EQ(logits.size(), ref.logits.size());
+  const double prompt_err =
+      MaxRelativeError(logits.data(), ref.logits.data(), kPrompt);
+  const double decode_err =
+      MaxRelativeError(logits.data() + kPrompt * kVocab,
+                       ref.logits.data() + kPrompt * kVocab, kDecode);
+  std::printf("%s: max relative error prompt %.3g decode %.3g (bound %.3g)\n",
+              what.c_str(), prompt_err, decode_err, bound);
+  EXPECT_LE(prompt_err, bound) << what;
+  EXPECT_LE(decode_err, bound) << what;
+}
+
+struct Variant {
+  const char* name;
+  int32_t type;
+  double bound;
+  bool tokens_equal;
+};
+
+class LlamaCheckTest : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(LlamaCheckTest, MatchesPyTorchLocalRemoteAndPipelined) {
+  const Variant v = GetParam();
+  const std::string path = WriteModel(v.type, v.name);
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const Reference ref = RunReference(path);
+  if (::testing::Test::HasFailure()) return;
+
+  {
+    Registry registry;
+    ASSERT_TRUE(AddDevices("cpu", 2, registry).ok());
+    auto runner = LlamaRunner::CreateLocal(**file, {registry.devices()[0]},
+                                           Options());
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    Check(**runner, ref, v.bound, v.tokens_equal,
+          absl::StrCat(v.name, " local"));
+  }
+  {
+    Registry registry;
+    ASSERT_TRUE(AddDevices("cpu:2", 1, registry).ok());
+    auto runner = LlamaRunner::CreateLocal(
+        **file, {registry.devices()[0], registry.devices()[1]}, Options());
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    Check(**runner, ref, v.bound, v.tokens_equal, absl::StrCat(v.name, " pp 2"));
+  }
+  {
+    auto daemon = testing::DaemonProcess::Start({"--devices=cpu"});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    auto client = client::Client::Connect((*daemon)->address());
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto runner = LlamaRunner::CreateRemote(**file, **client, "", Options());
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    Check(**runner, ref, v.bound, v.tokens_equal,
+          absl::StrCat(v.name, " remote"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Weights, LlamaCheckTest,
+    ::testing::Values(Variant{"f32", kGgmlF32, 1e-4, true},
+                      Variant{"q8_0", kGgmlQ8_0, 5e-2, false},
+                      Variant{"q4_0", kGgmlQ4_0, 5e-2, false}),
+    [](const ::testing::TestParamInfo<Variant>& info) {
+      return std::string(info.param.name);
+    });
+
+}  // namespace
+}  // namespace tessera

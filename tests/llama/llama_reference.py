@@ -1,0 +1,192 @@
+"""A LLaMA forward pass in PyTorch, the oracle of llama_check_test.
+
+Reads a LLaMA GGUF file with its own parser (struct module; F32, F16, Q8_0
+and Q4_0 tensors dequantized to float64), runs greedy decoding of n_decode
+tokens after a prompt, and writes the generated token ids and the logits of
+every position (prompt and decoded tokens, float32) to the output file:
+  int32 n_rows, int32 n_vocab, int32 n_decode, int32 tokens[n_decode],
+  float32 logits[n_rows][n_vocab].
+
+RoPE follows Hugging Face's LLaMA (rotate_half pairs (i, i + d/2)) on Q/K
+weights un-permuted from the GGUF layout: llama.cpp's converter permutes
+them so that its NORMAL mode (pairs (2i, 2i+1)) computes the same thing.
+
+Usage: llama_reference.py MODEL.gguf TOKENS(comma-separated) N_DECODE OUT
+"""
+import struct
+import sys
+
+import numpy as np
+import torch
+
+
+class Reader:
+    def __init__(self, data):
+        self.data = data
+        self.pos = 0
+
+    def take(self, fmt):
+        size = struct.calcsize(fmt)
+        values = struct.unpack_from("<" + fmt, self.data, self.pos)
+        self.pos += size
+        return values[0] if len(values) == 1 else values
+
+    def string(self):
+        n = self.take("Q")
+        s = self.data[self.pos:self.pos + n].decode("utf-8")
+        self.pos += n
+        return s
+
+    SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f",
+               7: "?", 10: "Q", 11: "q", 12: "d"}
+
+    def value(self, vtype):
+        if vtype in self.SCALARS:
+            return self.take(self.SCALARS[vtype])
+        if vtype == 8:
+            return self.string()
+        if vtype == 9:
+            etype = self.take("I")
+            n = self.take("Q")
+            return [self.value(etype) for _ in range(n)]
+        raise ValueError("unknown GGUF value type %d" % vtype)
+
+
+def dequantize(ggml_type, raw, count):
+    if ggml_type == 0:  # F32
+        return np.frombuffer(raw, dtype="<f4", count=count).astype(np.float64)
+    if ggml_type == 1:  # F16
+        return np.frombuffer(raw, dtype="<f2", count=count).astype(np.float64)
+    if ggml_type == 8:  # Q8_0: fp16 d, 32 x int8
+        blocks = np.frombuffer(raw, dtype=np.uint8,
+                               count=count // 32 * 34).reshape(-1, 34)
+        d = blocks[:, :2].copy().view("<f2").astype(np.float64)
+        q = blocks[:, 2:].copy().view(np.int8).astype(np.float64)
+        return (d * q).reshape(-1)
+    if ggml_type == 2:  # Q4_0: fp16 d, 16 bytes; j low nibble, j+16 high
+        blocks = np.frombuffer(raw, dtype=np.uint8,
+                               count=count // 32 * 18).reshape(-1, 18)
+        d = blocks[:, :2].copy().view("<f2").astype(np.float64)
+        qs = blocks[:, 2:]
+        q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float64)
+        return (d * (q - 8.0)).reshape(-1)
+    raise ValueError("unsupported ggml type %d" % ggml_type)
+
+
+def read_gguf(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    r = Reader(data)
+    assert data[:4] == b"GGUF", "not a GGUF file"
+    r.pos = 4
+    version = r.take("I")
+    assert version in (2, 3), version
+    n_tensors = r.take("Q")
+    n_kv = r.take("Q")
+    kv = {}
+    for _ in range(n_kv):
+        key = r.string()
+        kv[key] = r.value(r.take("I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = r.string()
+        n_dims = r.take("I")
+        ne = [r.take("Q") for _ in range(n_dims)]
+        ggml_type = r.take("i")
+        offset = r.take("Q")
+        infos.append((name, ne, ggml_type, offset))
+    alignment = kv.get("general.alignment", 32)
+    start = (r.pos + alignment - 1) // alignment * alignment
+    tensors = {}
+    for name, ne, ggml_type, offset in infos:
+        count = int(np.prod(ne))
+        values = dequantize(ggml_type, data[start + offset:], count)
+        # ne[0] is innermost: numpy shape is ne reversed.
+        tensors[name] = torch.from_numpy(values.reshape(list(reversed(ne))))
+    return kv, tensors
+
+
+def unpermute(w, n_head):
+    # Inverse of llama.cpp convert_hf_to_gguf.py's LlamaModel.permute.
+    return (w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def rms_norm(x, w, eps):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def forward(kv, t, tokens):
+    n_layer = kv["llama.block_count"]
+    n_embd = kv["llama.embedding_length"]
+    n_head = kv["llama.attention.head_count"]
+    n_head_kv = kv.get("llama.attention.head_count_kv", n_head)
+    eps = kv["llama.attention.layer_norm_rms_epsilon"]
+    base = kv.get("llama.rope.freq_base", 10000.0)
+    hd = n_embd // n_head
+    n = len(tokens)
+
+    inv_freq = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float64)
+                               / hd))
+    if "rope_freqs.weight" in t:
+        inv_freq = inv_freq / t["rope_freqs.weight"]
+    angles = torch.outer(torch.arange(n, dtype=torch.float64), inv_freq)
+    cos = torch.cat((angles, angles), dim=-1).cos()[:, None, :]
+    sin = torch.cat((angles, angles), dim=-1).sin()[:, None, :]
+    mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+
+    x = t["token_embd.weight"][torch.tensor(tokens)]
+    for l in range(n_layer):
+        p = "blk.%d." % l
+        h = rms_norm(x, t[p + "attn_norm.weight"], eps)
+        wq = unpermute(t[p + "attn_q.weight"], n_head)
+        wk = unpermute(t[p + "attn_k.weight"], n_head_kv)
+        q = (h @ wq.T).reshape(n, n_head, hd)
+        k = (h @ wk.T).reshape(n, n_head_kv, hd)
+        v = (h @ t[p + "attn_v.weight"].T).reshape(n, n_head_kv, hd)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        group = n_head // n_head_kv
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+        scores = torch.einsum("qhd,khd->hqk", q, k) / hd ** 0.5 + mask
+        attn = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v)
+        x = x + attn.reshape(n, n_embd) @ t[p + "attn_output.weight"].T
+        h = rms_norm(x, t[p + "ffn_norm.weight"], eps)
+        g = h @ t[p + "ffn_gate.weight"].T
+        u = h @ t[p + "ffn_up.weight"].T
+        x = x + (torch.nn.functional.silu(g) * u) @ t[p + "ffn_down.weight"].T
+    x = rms_norm(x, t["output_norm.weight"], eps)
+    out = t.get("output.weight", t["token_embd.weight"])
+    return x @ out.T
+
+
+def main():
+    path, tokens_arg, n_decode, out_path = sys.argv[1:5]
+    prompt = [int(s) for s in tokens_arg.split(",")]
+    n_decode = int(n_decode)
+    kv, tensors = read_gguf(path)
+    assert kv["general.architecture"] == "llama"
+    seq = list(prompt)
+    generated = []
+    with torch.no_grad():
+        for _ in range(n_decode):
+            logits = forward(kv, tensors, seq)
+            generated.append(int(logits[-1].argmax()))
+            seq.append(generated[-1])
+        # Logits of the prompt and of each decoded token fed back.
+        logits = forward(kv, tensors, seq)
+    n_vocab = logits.shape[1]
+    with open(out_path, "wb") as f:
+        f.write(struct.pack("<iii", logits.shape[0], n_vocab, n_decode))
+        f.write(struct.pack("<%di" % n_decode, *generated))
+        f.write(logits.numpy().astype("<f4").tobytes())
+
+
+if __name__ == "__main__":
+    main()
