@@ -7,7 +7,9 @@
 #   3. nothing under graph/, base/, backend/ or sched/ includes gRPC,
 #      protobuf or generated protocol headers;
 #   4. model/ (model files and, later, the model runner) uses graph/ and
-#      base/ only.
+#      base/ only;
+#   5. python/ (the Python client) uses proto/ only: its BUILD files name
+#      no other package's targets but the daemon its tests start.
 # Tests (*_test.cc) and test fakes (*/testing/*) sit above every layer and
 # may use concrete devices. The tree is found through the WORKSPACE file
 # this test carries.
@@ -61,6 +63,19 @@ rule "model/ uses graph/ and base/ only" model "${project}"
 for layer in graph base backend sched model; do
   rule "${layer}/ knows no gRPC, protobuf or wire format" "${layer}" "${wire}"
 done
+
+# python/ has no C++ includes: its Bazel labels are what it uses.
+python_hits="$(find python -name BUILD -o -name BUILD.bazel -o -name '*.bzl' |
+  xargs --no-run-if-empty grep -HnoE '"//[^"]*"' |
+  grep -vE ':"//(proto|python)(/[^":]*)?(:[^"]*)?"$' |
+  grep -vE ':"//(server:tesserad|visibility:[a-z]+)"$' || true)"
+if [[ -n "${python_hits}" ]]; then
+  echo "FAIL python/ uses proto/ only:"
+  sed 's/^/  /' <<<"${python_hits}"
+  failures=$((failures + 1))
+else
+  echo "ok   python/ uses proto/ only"
+fi
 
 if ((failures > 0)); then
   echo "${failures} layering rule(s) broken"
