@@ -364,6 +364,43 @@ class TokenTest(unittest.TestCase):
         finally:
             daemon.stop()
 
+    def test_tls_with_token(self):
+        """A throwaway CA and a server certificate for 127.0.0.1 made by
+        the openssl command, as tests/integration/test_certs.cc makes them."""
+        d = tempfile.mkdtemp(prefix="certs.", dir=os.environ.get("TEST_TMPDIR"))
+        p = lambda name: os.path.join(d, name)
+        key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+               "-nodes"]
+        with open(p("san.ext"), "w") as f:
+            f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        for cmd in (
+                ["req", "-x509", *key, "-keyout", p("ca.key"), "-out",
+                 p("ca.pem"), "-days", "2", "-subj", "/CN=tessera-test-ca"],
+                ["req", *key, "-keyout", p("server.key"), "-out",
+                 p("server.csr"), "-subj", "/CN=localhost"],
+                ["x509", "-req", "-in", p("server.csr"), "-CA", p("ca.pem"),
+                 "-CAkey", p("ca.key"), "-CAcreateserial", "-days", "2",
+                 "-extfile", p("san.ext"), "-out", p("server.pem")]):
+            subprocess.run(["openssl", *cmd], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(p("token"), "w") as f:
+            f.write("tls-token")
+        with open(p("ca.pem"), "rb") as f:
+            ca = f.read()
+        daemon = Daemon("--devices=cpu", f"--tls_cert={p('server.pem')}",
+                        f"--tls_key={p('server.key')}",
+                        f"--token_file={p('token')}")
+        try:
+            with tessera.Client(daemon.address, token="tls-token", tls=True,
+                                root_certs=ca) as c:
+                self.assertEqual([d.name for d in c.list_devices()], ["cpu0"])
+            with self.assertRaises(TesseraError) as e:  # plaintext to TLS
+                tessera.Client(daemon.address, token="tls-token",
+                               connect_timeout=1.0)
+            self.assertEqual(e.exception.code, grpc.StatusCode.UNAVAILABLE)
+        finally:
+            daemon.stop()
+
 
 if __name__ == "__main__":
     unittest.main()
