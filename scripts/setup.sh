@@ -12,7 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libxxhash-dev
   openssl curl
-  python3 python3-numpy python3-torch
+  python3 python3-grpcio python3-protobuf python3-numpy python3-torch
 )
 
 sudo=""

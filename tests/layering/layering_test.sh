@@ -11,6 +11,8 @@
 #   5. runner/ (the model runner) names no concrete backend and no server,
 #      and nothing below it (graph/, base/, backend/, sched/, model/,
 #      proto/, server/) includes it.
+#   6. python/ (the Python client) uses proto/ only: its BUILD files name
+#      no other package's targets but the daemon its tests start.
 # Tests (*_test.cc) and test fakes (*/testing/*) sit above every layer and
 # may use concrete devices. The tree is found through the WORKSPACE file
 # this test carries.
@@ -70,6 +72,19 @@ done
 for layer in graph base backend sched model; do
   rule "${layer}/ knows no gRPC, protobuf or wire format" "${layer}" "${wire}"
 done
+
+# python/ has no C++ includes: its Bazel labels are what it uses.
+python_hits="$(find python -name BUILD -o -name BUILD.bazel -o -name '*.bzl' |
+  xargs --no-run-if-empty grep -HnoE '"//[^"]*"' |
+  grep -vE ':"//(proto|python)(/[^":]*)?(:[^"]*)?"$' |
+  grep -vE ':"//(server:tesserad|visibility:[a-z]+)"$' || true)"
+if [[ -n "${python_hits}" ]]; then
+  echo "FAIL python/ uses proto/ only:"
+  sed 's/^/  /' <<<"${python_hits}"
+  failures=$((failures + 1))
+else
+  echo "ok   python/ uses proto/ only"
+fi
 
 if ((failures > 0)); then
   echo "${failures} layering rule(s) broken"
