@@ -453,6 +453,38 @@ TEST_F(SchedulerTest, EvalCallbackObservesNodesAndCancels) {
   ASSERT_TRUE(sched->Compute(graph).ok());
 }
 
+// SET_ROWS returns a view of its destination: a node that reads that view
+// reads the destination after the rows were set, also when the destination
+// is an input the scheduler places and the reader is on another device.
+TEST_F(SchedulerTest, ReadersOfSetRowsSeeTheRowsSet) {
+  for (int n : {1, 2}) {
+    Context ctx;
+    Tensor* dst = NewInput(ctx, Type::kF32, {4, 3}, "dst").value();
+    Tensor* src = NewInput(ctx, Type::kF32, {4, 1}, "src").value();
+    Tensor* idx = NewInput(ctx, Type::kI32, {1}, "idx").value();
+    Tensor* set = SetRows(ctx, dst, src, idx).value();
+    Tensor* out = Scale(ctx, set, 2.0f).value();
+    out->flags |= kFlagOutput;
+    Graph graph;
+    ASSERT_TRUE(graph.Expand(out).ok());
+    std::unique_ptr<Scheduler> sched = MakeScheduler(CpuStreams(n));
+    if (n == 2) ASSERT_TRUE(sched->SetTensorStream(out, streams_[0].get()).ok());
+    ASSERT_TRUE(sched->AllocGraph(graph).ok());
+    const std::vector<float> d(12, 1.0f);
+    const std::vector<float> row = {5, 6, 7, 8};
+    const int32_t at = 1;
+    ASSERT_TRUE(Write(*dst, d.data()).ok());
+    ASSERT_TRUE(Write(*src, row.data()).ok());
+    ASSERT_TRUE(Write(*idx, &at).ok());
+    ASSERT_TRUE(sched->Compute(graph).ok());
+    const std::vector<float> got = Read(*out);
+    for (int i = 0; i < 12; ++i) {
+      const float want = 2.0f * (i / 4 == 1 ? row[i % 4] : 1.0f);
+      EXPECT_EQ(got[i], want) << "devices " << n << " element " << i;
+    }
+  }
+}
+
 TEST_F(SchedulerTest, PinnedNodeRunsWhereItIsPinned) {
   Weights weights(Cpus(1));
   Mlp mlp = Mlp::Make(weights, 2).value();

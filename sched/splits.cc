@@ -9,6 +9,17 @@
 namespace tessera {
 namespace {
 
+// Whether `t` holds the caller's data of an input leaf, staged per copy: the
+// leaf itself or views of it that do no work (a view that does work, as
+// SET_ROWS, holds data the graph computes).
+bool IsInputData(const Tensor& t) {
+  const Tensor* cur = &t;
+  for (; cur->view_src != nullptr; cur = cur->view_src) {
+    if (!DoesNoWork(*cur)) return false;
+  }
+  return cur->op == Op::kNone && cur->HasFlag(kFlagInput);
+}
+
 int StreamOf(const StreamAssignment& assignment, const Tensor* t,
              int fallback) {
   auto it = assignment.find(t);
@@ -97,9 +108,8 @@ SplitPlan BuildSplitPlan(const Graph& graph, const StreamAssignment& assignment,
       for (int j = 0; j < kMaxSrc; ++j) {
         Tensor* src = node->src[j];
         if (src == nullptr) continue;
-        const Tensor& root = ViewRoot(*src);
-        const bool staged = root.op == Op::kNone && root.HasFlag(kFlagInput) &&
-                            !streams.IsPreallocated(root);
+        const bool staged =
+            IsInputData(*src) && !streams.IsPreallocated(ViewRoot(*src));
         int source_stream = -1;
         if (!staged) {
           source_stream = StreamOf(assignment, src, fallback);
