@@ -8,12 +8,15 @@
 //   tessera [flags] bench            upload/download rate (--bench_mib,
 //                                    default 256 MiB)
 //   tessera run --model=FILE.gguf --prompt_tokens=1,2,3 [--n_predict=16]
-//       [--remote=HOST:PORT] [--pp=N] [--threads=N] [--n_ctx=N]
+//       [--remote=HOST:PORT] [--pp=P] [--tp=N] [--threads=N] [--n_ctx=N]
 //       [--n_ubatch=N]               greedy generation with a LLaMA GGUF
-//                                    model, locally (one CPU device, or N
-//                                    with layers spread over them) or on a
-//                                    daemon; generated token ids on stdout,
-//                                    progress and tokens/s on stderr
+//                                    model, locally (one CPU device; P with
+//                                    layers spread over them; tensor
+//                                    parallel over N CPU devices grouped
+//                                    by a meta device; not yet with --pp)
+//                                    or on a daemon; generated token
+//                                    ids on stdout, progress and tokens/s
+//                                    on stderr
 //
 // Flags (each also read from TESSERA_<NAME>): --target=HOST:PORT (default
 // 127.0.0.1:50051), --device=NAME (default: the first), --token_file=PATH,
@@ -43,12 +46,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "backend/assembly/device_spec.h"
+#include "backend/comm/host_communicator.h"
+#include "backend/meta/llama_policy.h"
+#include "backend/meta/meta_device.h"
 #include "backend/registry.h"
 #include "base/flag_file.h"
 #include "base/status_macros.h"
 #include "client/client.h"
 #include "grpc/grpc.h"
+#include "graph/context.h"
+#include "graph/type.h"
 #include "model/gguf_reader.h"
+#include "model/llama.h"
 #include "proto/content_hash.h"
 #include "runner/llama_runner.h"
 
@@ -59,7 +68,8 @@ constexpr char kUsage[] =
     "usage: tessera [flags] devices | ping | upload FILE | bench\n"
     "       tessera run --model=FILE.gguf --prompt_tokens=1,2,3 "
     "[--n_predict=16]\n"
-    "           [--remote=HOST:PORT] [--pp=N] [--threads=N] [--n_ctx=N] "
+    "           [--remote=HOST:PORT] [--pp=P] [--tp=N] [--threads=N] "
+    "[--n_ctx=N] "
     "[--n_ubatch=N]\n"
     "flags (or TESSERA_<NAME> in the environment):\n"
     "  --target=HOST:PORT      daemon address (default 127.0.0.1:50051)\n"
@@ -262,6 +272,21 @@ absl::StatusOr<int64_t> IntFlag(const Flags& flags, const std::string& name,
   return value;
 }
 
+// The head-aligned split of `file`'s LLaMA over tensor-parallel members:
+// whole heads (in groups of the GQA ratio for Q and O), FFN splits in whole
+// blocks of ffn_down's type.
+absl::StatusOr<LlamaSplitOptions> TpSplitOptions(const GgufFile& file) {
+  TESSERA_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
+  Context ctx;
+  TESSERA_ASSIGN_OR_RETURN(LlamaWeights weights,
+                           LlamaWeights::FromGguf(file, config, ctx));
+  LlamaSplitOptions o;
+  o.head_dim = config.head_dim();
+  o.gqa_ratio = config.n_head / config.n_head_kv;
+  o.ffn_granularity = Traits(weights.layers[0].ffn_down->type).block_size;
+  return o;
+}
+
 // `tessera run`: greedy generation with a LLaMA GGUF model.
 absl::Status RunModel(const Flags& flags) {
   const std::string model = flags.Get("model", "");
@@ -282,6 +307,7 @@ absl::Status RunModel(const Flags& flags) {
   TESSERA_ASSIGN_OR_RETURN(const int64_t n_predict,
                            IntFlag(flags, "n_predict", 16));
   TESSERA_ASSIGN_OR_RETURN(const int64_t pp, IntFlag(flags, "pp", 1));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t tp, IntFlag(flags, "tp", 1));
   TESSERA_ASSIGN_OR_RETURN(const int64_t threads, IntFlag(flags, "threads", 0));
   LlamaRunnerOptions options;
   TESSERA_ASSIGN_OR_RETURN(options.n_ctx, IntFlag(flags, "n_ctx", 0));
@@ -293,11 +319,22 @@ absl::Status RunModel(const Flags& flags) {
   if (pp < 1 || (!remote.empty() && pp != 1)) {
     return absl::InvalidArgumentError("--pp must be >= 1, and 1 with --remote");
   }
+  if (tp < 1 || (!remote.empty() && tp != 1)) {
+    return absl::InvalidArgumentError("--tp must be >= 1, and 1 with --remote");
+  }
+  if (tp > 1 && pp > 1) {
+    // Decoding over meta stages does not match one device yet.
+    return absl::UnimplementedError("--pp with --tp is not supported yet");
+  }
 
   const absl::Time t0 = absl::Now();
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file,
                            GgufFile::Open(model));
   Registry registry;
+  // Tensor parallel: per stage, a communicator and a meta device over tp
+  // CPU devices (they outlive the runner).
+  std::vector<std::unique_ptr<HostCommunicator>> comms;
+  std::vector<std::unique_ptr<MetaDevice>> metas;
   std::unique_ptr<Client> client;
   std::unique_ptr<LlamaRunner> runner;
   if (!remote.empty()) {
@@ -307,6 +344,34 @@ absl::Status RunModel(const Flags& flags) {
     TESSERA_ASSIGN_OR_RETURN(
         runner, LlamaRunner::CreateRemote(*file, *client,
                                           flags.Get("device", ""), options));
+  } else if (tp > 1) {
+    // pp x tp CPU devices as members, and one more as the fallback.
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const int per_device = threads > 0 ? static_cast<int>(threads)
+                                       : std::max<int>(1, cores / (pp * tp));
+    TESSERA_RETURN_IF_ERROR(
+        AddDevices(absl::StrCat("cpu:", pp * tp), per_device, registry));
+    TESSERA_RETURN_IF_ERROR(AddDevices("cpu", 1, registry));
+    TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, TpSplitOptions(*file));
+    const std::vector<Device*> cpus(registry.devices().begin(),
+                                    registry.devices().end());
+    std::vector<Device*> stages;
+    for (int64_t g = 0; g < pp; ++g) {
+      std::vector<Device*> members(cpus.begin() + g * tp,
+                                   cpus.begin() + (g + 1) * tp);
+      TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<HostCommunicator> comm,
+                               HostCommunicator::Create(members));
+      TESSERA_ASSIGN_OR_RETURN(
+          std::unique_ptr<MetaDevice> meta,
+          MetaDevice::Create(absl::StrCat("tp", g), members, *comm,
+                             LlamaSplitPolicy(static_cast<int>(tp), split)));
+      comms.push_back(std::move(comm));
+      stages.push_back(meta.get());
+      metas.push_back(std::move(meta));
+    }
+    TESSERA_ASSIGN_OR_RETURN(
+        runner, LlamaRunner::CreateLocal(*file, stages, options,
+                                         cpus[pp * tp]));
   } else {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     const int per_device = threads > 0 ? static_cast<int>(threads)
@@ -326,7 +391,8 @@ absl::Status RunModel(const Flags& flags) {
                 c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
                 runner->weight_bytes() / 1048576.0,
                 absl::ToDoubleSeconds(absl::Now() - t0),
-                remote.empty() ? absl::StrCat("local, ", pp, " device(s)")
+                remote.empty()
+                    ? absl::StrCat("local, ", pp, " stage(s) x tp ", tp)
                                : absl::StrCat("remote ", remote));
   const absl::Time t1 = absl::Now();
   absl::Time first = t1;

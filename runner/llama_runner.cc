@@ -30,19 +30,23 @@ LlamaRunner::~LlamaRunner() {
 
 absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::CreateLocal(
     const GgufFile& file, std::vector<Device*> devices,
-    const LlamaRunnerOptions& options) {
+    const LlamaRunnerOptions& options, Device* fallback) {
   if (devices.empty()) return Invalid("no devices");
   for (Device* d : devices) {
     if (d == nullptr) return Invalid("null device");
+    if (d == fallback) {
+      return Invalid("the fallback ", d->name(), " is also a stage");
+    }
   }
-  if (devices.back()->Props().type != DeviceType::kCpu) {
-    return Invalid("the last device must be a CPU device, got ",
-                   devices.back()->name());
+  Device* cpu = fallback != nullptr ? fallback : devices.back();
+  if (cpu->Props().type != DeviceType::kCpu) {
+    return Invalid(fallback != nullptr ? "the fallback" : "the last device",
+                   " must be a CPU device, got ", cpu->name());
   }
   TESSERA_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
   std::unique_ptr<LlamaRunner> runner(
       new LlamaRunner(file, std::move(config), options));
-  TESSERA_RETURN_IF_ERROR(runner->Init(std::move(devices)));
+  TESSERA_RETURN_IF_ERROR(runner->Init(std::move(devices), fallback));
   return runner;
 }
 
@@ -66,11 +70,12 @@ absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::CreateRemote(
   if (chosen == nullptr) {
     return Invalid("the daemon has no device \"", device, "\"");
   }
-  TESSERA_RETURN_IF_ERROR(runner->Init({chosen}));
+  TESSERA_RETURN_IF_ERROR(runner->Init({chosen}, nullptr));
   return runner;
 }
 
-absl::Status LlamaRunner::Init(std::vector<Device*> devices) {
+absl::Status LlamaRunner::Init(std::vector<Device*> devices,
+                               Device* fallback) {
   if (options_.n_ubatch < 1) return Invalid("n_ubatch must be >= 1");
   const int64_t n_ctx = options_.n_ctx > 0
                             ? options_.n_ctx
@@ -84,7 +89,9 @@ absl::Status LlamaRunner::Init(std::vector<Device*> devices) {
   TESSERA_RETURN_IF_ERROR(Upload());
   if (client_ != nullptr) return absl::OkStatus();
 
-  for (Device* d : devices) {
+  std::vector<Device*> stream_devices = devices;
+  if (fallback != nullptr) stream_devices.push_back(fallback);
+  for (Device* d : stream_devices) {
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> s, d->CreateStream());
     streams_.push_back(std::move(s));
   }

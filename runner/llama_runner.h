@@ -18,8 +18,10 @@
 //    registered once (RemoteGraph) and executed per micro-batch or token
 //    over the Execute stream.
 // Tensor parallelism plugs in as a local device: a meta device
-// (backend/meta) passed as the only device, with the split of each weight
-// chosen in PlaceWeights (the one place that maps weights to devices).
+// (backend/meta) passed as the only device (tp N), or one per pipeline
+// stage (pp P x tp N), with a CPU device as the scheduler's fallback. The
+// meta device's split policy splits each weight and the KV cache (by
+// heads); PlaceWeights stays the one place that maps weights to devices.
 //
 //   auto file = GgufFile::Open(path).value();
 //   auto runner = LlamaRunner::CreateLocal(*file, {cpu}, {}).value();
@@ -65,13 +67,17 @@ struct LlamaRunnerOptions {
 
 class LlamaRunner {
  public:
-  // Local devices; the last must be a CPU device (the scheduler's
-  // fallback). Errors: those of LlamaConfig/LlamaWeights::FromGguf,
-  // INVALID_ARGUMENT for bad options or devices, the devices' allocation
-  // and transfer errors.
+  // Local devices: the pipeline stages, which hold the layers in order. The
+  // scheduler's fallback (for ops no stage supports) must be a CPU device:
+  // `fallback` when given (it holds no weights and is not a stage), else
+  // the last device (a stage too). Example, tp 2:
+  //   CreateLocal(file, {meta}, options, cpu);
+  // Errors: those of LlamaConfig/LlamaWeights::FromGguf, INVALID_ARGUMENT
+  // for bad options or devices, the devices' allocation and transfer
+  // errors.
   static absl::StatusOr<std::unique_ptr<LlamaRunner>> CreateLocal(
       const GgufFile& file, std::vector<Device*> devices,
-      const LlamaRunnerOptions& options);
+      const LlamaRunnerOptions& options, Device* fallback = nullptr);
   // The daemon's device `device` (its name there, e.g. "cpu0"; empty: the
   // first). Errors: as CreateLocal; the daemon's errors.
   static absl::StatusOr<std::unique_ptr<LlamaRunner>> CreateRemote(
@@ -115,7 +121,7 @@ class LlamaRunner {
   LlamaRunner(const GgufFile& file, LlamaConfig config,
               LlamaRunnerOptions options);
   // Steps of Create.
-  absl::Status Init(std::vector<Device*> devices);
+  absl::Status Init(std::vector<Device*> devices, Device* fallback);
   absl::Status PlaceWeights(const std::vector<Device*>& devices);
   absl::Status Upload();
   absl::StatusOr<BatchGraph*> GraphFor(int64_t n_tokens);

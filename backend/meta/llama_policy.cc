@@ -36,6 +36,9 @@ SplitPolicy LlamaSplitPolicy(int n, LlamaSplitOptions o) {
     if (Named(t, "attn_q")) {
       return OrMirrored(SplitState::Even(1, t.ne[1], n, q_unit), t, n);
     }
+    if (Named(t, "cache_k") || Named(t, "cache_v")) {
+      return OrMirrored(SplitState::Even(0, t.ne[0], n, o.head_dim), t, n);
+    }
     if (Named(t, "attn_k") || Named(t, "attn_v")) {
       return OrMirrored(SplitState::Even(1, t.ne[1], n, o.head_dim), t, n);
     }

@@ -31,6 +31,9 @@ struct LlamaSplitOptions {
 //     attn_qkv as three segments Q, K, V (K and V of n_kv heads);
 //   row parallel (split on the input axis 0): attn_output (whole heads),
 //     ffn_down;
+//   the KV cache (model/llama.h: cache_k.L, cache_v.L, [n_embd_kv, n_ctx])
+//     split on axis 0 in whole heads, as attn_k and attn_v's outputs are, so
+//     that each member writes and attends over its own KV heads;
 //   everything else (token_embd, norms, output) MIRRORED, as is any weight
 //   whose split would not fit (it is then computed whole on every member).
 SplitPolicy LlamaSplitPolicy(int n_members, LlamaSplitOptions options);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backend/alloc/tensor_allocator.h"
 #include "backend/comm/host_communicator.h"
 #include "backend/cpu/cpu_registry.h"
@@ -15,6 +16,7 @@
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
+#include "graph/type.h"
 #include "gtest/gtest.h"
 #include "sched/scheduler.h"
 #include "sched/testing/models.h"
@@ -335,6 +337,159 @@ TEST(MetaDeviceTest, AttentionBlockSplitByHeads) {
   }
 }
 
+// LLaMA's attention over a KV cache (model/llama.cc's layout): Q/K/V
+// projections, K and V written to the cache with SET_ROWS, the cache read
+// through views as [head_dim, n_ctx, kv_heads], FLASH_ATTN_EXT under a
+// mask, the output projection. Weights and the cache are named as
+// LlamaSplitPolicy expects; decoding steps of kStep tokens at a time.
+struct CachedAttention {
+  static constexpr int64_t kHeadDim = 8;
+  static constexpr int64_t kStep = 2;
+  static constexpr int64_t kCtx = 8;
+  int64_t n_head, n_head_kv, dim, kv_row;
+  Context wctx;
+  Tensor *wq, *wk, *wv, *wo, *cache_k, *cache_v;
+  std::unique_ptr<Buffer> weights, cache, compute;
+  Context ctx;
+  Tensor *x, *rows, *mask, *y;
+  Graph graph;
+
+  CachedAttention(Device& device, int64_t heads, int64_t kv_heads)
+      : n_head(heads),
+        n_head_kv(kv_heads),
+        dim(kHeadDim * heads),
+        kv_row(kHeadDim * kv_heads) {
+    auto named = [&](const char* name, int64_t ne0, int64_t ne1,
+                     Type type = Type::kF32) {
+      Tensor* t = wctx.NewTensor(type, {ne0, ne1}).value();
+      t->name = name;
+      return t;
+    };
+    wq = named("blk.0.attn_q.weight", dim, dim);
+    wk = named("blk.0.attn_k.weight", dim, kv_row);
+    wv = named("blk.0.attn_v.weight", dim, kv_row);
+    wo = named("blk.0.attn_output.weight", dim, dim);
+    cache_k = named("cache_k.0", kv_row, kCtx, Type::kF16);
+    cache_v = named("cache_v.0", kv_row, kCtx, Type::kF16);
+    weights = AllocTensors(device.buffer_type(), {wq, wk, wv, wo}).value();
+    weights->set_usage(BufferUsage::kWeights);
+    int k = 0;
+    for (Tensor* w : {wq, wk, wv, wo}) {
+      std::vector<float> v(w->NumElements());
+      for (size_t i = 0; i < v.size(); ++i) {
+        v[i] = std::sin(0.37f * i + k) / std::sqrt(static_cast<float>(dim));
+      }
+      EXPECT_TRUE(testing::Write(*w, v.data()).ok());
+      ++k;
+    }
+    cache = AllocTensors(device.buffer_type(), {cache_k, cache_v}).value();
+    EXPECT_TRUE(cache->Clear(0).ok());
+
+    x = testing::NewInput(ctx, Type::kF32, {dim, kStep}, "x").value();
+    rows = testing::NewInput(ctx, Type::kI32, {kStep}, "rows").value();
+    mask = testing::NewInput(ctx, Type::kF16, {kCtx, kStep}, "mask").value();
+    Tensor* q = MulMat(ctx, wq, x).value();
+    q = Reshape(ctx, q, {kHeadDim, n_head, kStep}).value();
+    Tensor* kk = MulMat(ctx, wk, x).value();
+    Tensor* vv = MulMat(ctx, wv, x).value();
+    Tensor* kc = SetRows(ctx, cache_k, kk, rows).value();
+    Tensor* vc = SetRows(ctx, cache_v, vv, rows).value();
+    const size_t head_bytes = RowSize(Type::kF16, kHeadDim);
+    const size_t row_bytes = RowSize(Type::kF16, kv_row);
+    Tensor* kview = View(ctx, kc, {kHeadDim, n_head_kv, kCtx},
+                         {head_bytes, row_bytes}, 0)
+                        .value();
+    Tensor* vview = View(ctx, vc, {kHeadDim, n_head_kv, kCtx},
+                         {head_bytes, row_bytes}, 0)
+                        .value();
+    Tensor* attn = FlashAttnExt(ctx, Permute(ctx, q, 0, 2, 1, 3).value(),
+                                Permute(ctx, kview, 0, 2, 1, 3).value(),
+                                Permute(ctx, vview, 0, 2, 1, 3).value(), mask,
+                                1.0f / std::sqrt(float{kHeadDim}), 0, 0)
+                       .value();
+    attn = Reshape(ctx, attn, {dim, kStep}).value();
+    y = MulMat(ctx, wo, attn).value();
+    y->flags |= kFlagOutput;
+    EXPECT_TRUE(graph.Expand(y).ok());
+    std::vector<Tensor*> all = {x, rows, mask};
+    for (Tensor* t : graph.nodes()) all.push_back(t);
+    compute = AllocTensors(device.buffer_type(), all).value();
+    compute->set_usage(BufferUsage::kCompute);
+  }
+
+  std::vector<uint16_t> CacheV() const {
+    std::vector<uint16_t> out(cache_v->NumElements());
+    EXPECT_TRUE(
+        cache_v->buffer->GetTensor(*cache_v, out.data(), 0, out.size() * 2)
+            .ok());
+    return out;
+  }
+
+  // Decoding step `step`: positions step * kStep, ...
+  std::vector<float> Step(Stream& stream, int step) {
+    std::vector<float> in(x->NumElements());
+    for (size_t i = 0; i < in.size(); ++i) {
+      in[i] = std::cos(0.11f * i + 0.7f * step);
+    }
+    std::vector<int32_t> pos(kStep);
+    std::vector<uint16_t> m(kCtx * kStep);
+    for (int64_t t = 0; t < kStep; ++t) {
+      pos[t] = static_cast<int32_t>(step * kStep + t);
+      for (int64_t j = 0; j < kCtx; ++j) {
+        m[t * kCtx + j] = Fp32ToFp16(j <= pos[t] ? 0.0f : -INFINITY);
+      }
+    }
+    EXPECT_TRUE(testing::Write(*x, in.data()).ok());
+    EXPECT_TRUE(testing::Write(*rows, pos.data()).ok());
+    EXPECT_TRUE(testing::Write(*mask, m.data()).ok());
+    absl::Status s = stream.Compute(graph);
+    EXPECT_TRUE(s.ok()) << s;
+    return testing::Read(*y);
+  }
+};
+
+TEST(MetaDeviceTest, KvCacheAttentionSplitByHeads) {
+  struct Shape {
+    int n;
+    int64_t heads, kv_heads;
+  };
+  // GQA (2 query heads per KV head) and plain multi-head attention.
+  for (const Shape& shape : {Shape{2, 4, 2}, Shape{2, 4, 4}, Shape{3, 6, 3}}) {
+    SCOPED_TRACE(absl::StrCat(shape.n, " members, ", shape.heads, "/",
+                              shape.kv_heads, " heads"));
+    Registry one;
+    ASSERT_TRUE(AddCpuDevices(1, 1, one).ok());
+    CachedAttention ref(*one.devices()[0], shape.heads, shape.kv_heads);
+    auto ref_stream = one.devices()[0]->CreateStream().value();
+
+    Tp tp(shape.n, 1, 0, [&](int n) {
+      return LlamaSplitPolicy(
+          n, {.head_dim = CachedAttention::kHeadDim,
+              .gqa_ratio = shape.heads / shape.kv_heads});
+    });
+    CachedAttention got(tp.meta(), shape.heads, shape.kv_heads);
+    auto stream = tp.meta().CreateStream().value();
+    auto* meta_stream = static_cast<MetaStream*>(stream.get());
+    // The cache is split by heads, like K and V.
+    const SplitState cache_state =
+        static_cast<MetaBuffer*>(got.cache_k->buffer)
+            ->StateOf(*got.cache_k)
+            .value();
+    EXPECT_EQ(cache_state.axis, SplitAxis::kAxis0);
+    for (int step = 0; step < 4; ++step) {
+      SCOPED_TRACE(step);
+      const std::vector<float> want = ref.Step(*ref_stream, step);
+      EXPECT_LT(Nmse(got.Step(*stream, step), want), 1e-10);
+      // Only the output projection's partial sums are reduced: the cache
+      // and the heads are never gathered.
+      EXPECT_EQ(meta_stream->last_collectives(), 1);
+    }
+    EXPECT_EQ(meta_stream->plans_derived(), 1);
+    // The cache reads back whole, equal to one device's.
+    EXPECT_EQ(got.CacheV(), ref.CacheV());
+  }
+}
+
 TEST(MetaDeviceTest, SchedulerRunsMetaStage) {
   Tp tp(2, 1, 1, MlpPolicy);
   Weights weights({&tp.meta()});
@@ -501,6 +656,10 @@ TEST(MetaDeviceTest, LlamaPolicySplitsByName) {
   EXPECT_EQ(named("blk.0.ffn_up.weight", {64, 96}).axis, SplitAxis::kAxis1);
   EXPECT_EQ(named("blk.0.ffn_down.weight", {96, 64}).axis, SplitAxis::kAxis0);
   EXPECT_EQ(named("blk.0.attn_qkv.weight", {64, 128}).n_segments, 3);
+  // The KV cache [n_embd_kv, n_ctx] by heads, as attn_k's output.
+  EXPECT_EQ(named("cache_k.0", {32, 128}).axis, SplitAxis::kAxis0);
+  EXPECT_EQ(named("cache_v.0", {32, 128}).lengths,
+            (std::vector<int64_t>{16, 16}));
   EXPECT_EQ(named("token_embd.weight", {64, 100}).axis, SplitAxis::kMirrored);
   EXPECT_EQ(named("blk.0.attn_norm.weight", {64}).axis, SplitAxis::kMirrored);
   // A split that does not fit falls back to mirrored.

@@ -388,6 +388,10 @@ class Deriver {
       case Op::kPermute:
       case Op::kTranspose:
         return ViewRule(node);
+      case Op::kSetRows:
+        return SetRowsRule(node);
+      case Op::kFlashAttnExt:
+        return FlashAttnRule(node);
       default:
         return absl::UnimplementedError("no tensor-parallel rule for the op");
     }
@@ -463,6 +467,88 @@ class Deriver {
       }
     }
     return AllWhole(node);
+  }
+
+  // SET_ROWS writes rows of its destination (the node's view source, e.g.
+  // a KV cache) in place, so the node keeps the destination's state: whole,
+  // every member writes the whole rows; split on an axis other than the
+  // row axis 1 (a KV cache split by heads on axis 0), each member writes its
+  // slice of the rows, from b split alike or sliced to match.
+  absl::Status SetRowsRule(Tensor* node) {
+    Tensor* dst = node->view_src;
+    Tensor* b = node->src[0];
+    Tensor* c = node->src[1];
+    if (dst == nullptr) {
+      return absl::InvalidArgumentError("the result is not a view");
+    }
+    TESSERA_ASSIGN_OR_RETURN(Placed * pd, Get(dst));
+    const SplitState sd = pd->state;
+    TESSERA_ASSIGN_OR_RETURN(Placed wc, Whole(c));
+    if (sd.axis == SplitAxis::kMirrored) {
+      TESSERA_ASSIGN_OR_RETURN(Placed wb, Whole(b));
+      return Clone(node, sd, {wb.m, wc.m});
+    }
+    // Written whole, in place: the node must be the whole destination.
+    const bool whole_dst = node->view_offs == 0 && SameShape(*node, *dst) &&
+                           node->IsContiguous() && dst->IsContiguous();
+    const int d = sd.is_split() ? sd.axis_index() : -1;
+    // A split on heads (axis 2, 3) keeps row indices only where c does not
+    // vary along that axis.
+    const bool indices_fit = (d == 0) || (d == 2 && c->ne[1] == 1) ||
+                             (d == 3 && c->ne[2] == 1);
+    if (!whole_dst || !indices_fit) {
+      return absl::UnimplementedError(absl::StrCat(
+          "no rule for writing rows of ", Describe(*dst), " (",
+          sd.ToString(), ")"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(Placed * pb_ptr, Get(b));
+    Placed pb = *pb_ptr;
+    if (pb.state.is_split() && pb.state.SameSlices(sd) &&
+        b->IsContiguous()) {
+      return Clone(node, sd, {pb.m, wc.m});
+    }
+    TESSERA_ASSIGN_OR_RETURN(Placed wb, Whole(b));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor*> bs, SliceLike(wb, *b, sd));
+    return Clone(node, sd, {bs, wc.m});
+  }
+
+  // FLASH_ATTN_EXT(q, k, v, mask): q split on its heads (axis 2) in whole
+  // groups of the GQA ratio r = q heads / KV heads -> the result split on
+  // its head axis 1 alike; k and v split on their heads as q's divided by
+  // r (or whole, sliced to match); the mask whole (broadcast over heads).
+  // ALiBi slopes depend on the global head index: computed whole.
+  absl::Status FlashAttnRule(Tensor* node) {
+    Tensor* q = node->src[0];
+    Tensor* k = node->src[1];
+    Tensor* v = node->src[2];
+    Tensor* mask = node->src[3];
+    TESSERA_ASSIGN_OR_RETURN(Placed * pq_ptr, Get(q));
+    const SplitState sq = pq_ptr->state;
+    const int64_t r = q->ne[2] / k->ne[2];
+    bool fits = sq.is_split() && sq.axis_index() == 2 &&
+                sq.n_segments == 1 && node->param<float>(1) == 0.0f &&
+                (mask == nullptr || mask->ne[2] == 1);
+    for (int64_t l : sq.lengths) fits = fits && l % r == 0;
+    if (!fits) return AllWhole(node);
+    const Placed pq = *pq_ptr;
+    SplitState kv_want = sq;
+    for (int64_t& l : kv_want.lengths) l /= r;
+    auto heads = [&](Tensor* t) -> absl::StatusOr<std::vector<Tensor*>> {
+      TESSERA_ASSIGN_OR_RETURN(Placed * p, Get(t));
+      if (p->state.SameSlices(kv_want)) return p->m;
+      TESSERA_ASSIGN_OR_RETURN(Placed w, Whole(t));
+      return SliceLike(w, *t, kv_want);
+    };
+    TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor*> ks, heads(k));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor*> vs, heads(v));
+    std::vector<std::vector<Tensor*>> srcs = {pq.m, ks, vs};
+    if (mask != nullptr) {
+      TESSERA_ASSIGN_OR_RETURN(Placed wm, Whole(mask));
+      srcs.push_back(wm.m);
+    }
+    SplitState out = sq;
+    out.axis = SplitAxis::kAxis1;
+    return Clone(node, out, srcs);
   }
 
   absl::Status BinaryRule(Tensor* node) {
@@ -565,6 +651,12 @@ class Deriver {
         return AllWhole(node);
       }
     }
+    if (Tensor* factors = node->src[2];
+        node->op == Op::kRope && factors != nullptr) {
+      // Frequency factors (per rotated pair, shared by every head): whole.
+      TESSERA_ASSIGN_OR_RETURN(Placed w, Whole(factors));
+      srcs.push_back(w.m);
+    }
     return Clone(node, s, srcs);
   }
 
@@ -623,7 +715,16 @@ class Deriver {
       placed_[node] = std::move(p);
       return absl::OkStatus();
     }
-    if (pa.state.is_split() && node->op == Op::kReshape && a->IsContiguous()) {
+    // A VIEW that only reshapes its source (the same bytes, contiguous) is
+    // a RESHAPE: the KV cache seen as [head_dim, heads, n_ctx].
+    const size_t a_offs = a->view_src != nullptr ? a->view_offs : 0;
+    const Tensor* a_root = a->view_src != nullptr ? a->view_src : a;
+    const bool reshapes =
+        node->op == Op::kReshape ||
+        (node->op == Op::kView && node->view_src == a_root &&
+         node->view_offs == a_offs && node->IsContiguous() &&
+         node->NumElements() == a->NumElements());
+    if (pa.state.is_split() && reshapes && a->IsContiguous()) {
       if (std::optional<SplitState> out = ReshapedSplit(*a, pa.state, *node)) {
         Placed p{*out, std::vector<Tensor*>(n_)};
         for (int i = 0; i < n_; ++i) {
@@ -724,6 +825,8 @@ bool HasSplitRule(const Tensor& node) {
     case Op::kView:
     case Op::kPermute:
     case Op::kTranspose:
+    case Op::kSetRows:
+    case Op::kFlashAttnExt:
       return true;
     default:
       return false;

@@ -27,12 +27,21 @@
 //     1: attention heads); otherwise a view of the whole tensor.
 //   Whole-only (GET_ROWS, SUM_ROWS, MEAN, ARGMAX, CONCAT): every input
 //     gathered, every member computes the whole result.
+//   SET_ROWS (in place): keeps its destination's state. A whole destination
+//     gets whole rows; one split on axis 0 (a KV cache [n_embd_kv, n_ctx]
+//     split by heads), or on a head axis 2/3 that the indices do not vary
+//     along, gets b split alike (or whole, sliced to match). A VIEW that
+//     only reshapes its contiguous source follows the RESHAPE rule.
+//   FLASH_ATTN_EXT(q, k, v, mask): q split on its heads (axis 2) in whole
+//     groups of the GQA ratio r, without ALiBi and with a mask broadcast
+//     over heads -> split on the result's head axis 1; k and v split on
+//     their heads with q's lengths / r (or whole, sliced to match);
+//     otherwise computed whole.
 // Collectives: PARTIAL -> whole is an in-place AllReduce; split -> whole
 // an AllGather (even split; rearranged with PERMUTE + CONT when the split
 // axis is not outermost) or, for uneven or segmented splits, zero + copy +
 // AllReduce. Every node flagged kFlagOutput, and the last node, ends
-// non-PARTIAL. Other ops (ARGSORT, SET_ROWS, CPY, FLASH_ATTN_EXT) have no
-// rule.
+// non-PARTIAL. Other ops (ARGSORT, CPY) have no rule.
 
 #include <cstdint>
 #include <memory>

@@ -4,8 +4,9 @@
 // LLaMA (tests/llama/llama_reference.py, its own GGUF parser, float64), and
 // the logits compared: a prompt of 32 tokens, then 16 greedy decode steps
 // teacher-forced with the reference's tokens. Modes: one CPU device, a real
-// tesserad (remote), and the layers over 2 CPU devices (pp 2, prompt
-// micro-batches of 12 pipelined).
+// tesserad (remote), the layers over 2 CPU devices (pp 2, prompt
+// micro-batches of 12 pipelined), tensor parallel over 2 CPU devices (tp 2:
+// a meta device, heads and FFN split, the KV cache split by heads).
 //
 // Error norm, per logits row r: max_i |tessera_i - ref_i| / max_i |ref_i|
 // (the largest error relative to the row's largest logit); the test bounds
@@ -35,6 +36,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/assembly/device_spec.h"
+#include "backend/comm/host_communicator.h"
+#include "backend/meta/llama_policy.h"
+#include "backend/meta/meta_device.h"
 #include "backend/registry.h"
 #include "client/client.h"
 #include "graph/type.h"
@@ -220,6 +224,37 @@ void Check(LlamaRunner& runner, const Reference& ref, double bound,
   EXPECT_LE(decode_err, bound) << what;
 }
 
+// pp stages of tp CPU members (one thread each) grouped by a meta device
+// with LLaMA's head-aligned split, and one more CPU device as the
+// scheduler's fallback.
+struct TensorParallel {
+  Registry registry;
+  std::vector<std::unique_ptr<HostCommunicator>> comms;
+  std::vector<std::unique_ptr<MetaDevice>> metas;
+  std::vector<Device*> stages;
+  Device* fallback = nullptr;
+
+  TensorParallel(int pp, int tp, bool quantized) {
+    EXPECT_TRUE(AddDevices(absl::StrCat("cpu:", pp * tp + 1), 1, registry).ok());
+    const std::vector<Device*> cpus(registry.devices().begin(),
+                                    registry.devices().end());
+    const LlamaSplitOptions split{.head_dim = kEmbd / kHead,
+                                  .gqa_ratio = kHead / kHeadKv,
+                                  .ffn_granularity = quantized ? 32 : 1};
+    for (int g = 0; g < pp; ++g) {
+      std::vector<Device*> members(cpus.begin() + g * tp,
+                                   cpus.begin() + (g + 1) * tp);
+      comms.push_back(HostCommunicator::Create(members).value());
+      metas.push_back(MetaDevice::Create(absl::StrCat("tp", g), members,
+                                         *comms.back(),
+                                         LlamaSplitPolicy(tp, split))
+                          .value());
+      stages.push_back(metas.back().get());
+    }
+    fallback = cpus.back();
+  }
+};
+
 struct Variant {
   const char* name;
   int32_t type;
@@ -229,7 +264,7 @@ struct Variant {
 
 class LlamaCheckTest : public ::testing::TestWithParam<Variant> {};
 
-TEST_P(LlamaCheckTest, MatchesPyTorchLocalRemoteAndPipelined) {
+TEST_P(LlamaCheckTest, MatchesPyTorchLocalPipelinedTensorParallelRemote) {
   const Variant v = GetParam();
   const std::string path = WriteModel(v.type, v.name);
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
@@ -253,6 +288,15 @@ TEST_P(LlamaCheckTest, MatchesPyTorchLocalRemoteAndPipelined) {
         **file, {registry.devices()[0], registry.devices()[1]}, Options());
     ASSERT_TRUE(runner.ok()) << runner.status();
     Check(**runner, ref, v.bound, v.tokens_equal, absl::StrCat(v.name, " pp 2"));
+  }
+  for (const auto& [pp, tp] : {std::pair{1, 2}}) {
+    TensorParallel devices(pp, tp, v.type != kGgmlF32);
+    auto runner = LlamaRunner::CreateLocal(**file, devices.stages, Options(),
+                                           devices.fallback);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    const std::string mode =
+        pp == 1 ? absl::StrCat(" tp ", tp) : absl::StrCat(" pp ", pp, " x tp ", tp);
+    Check(**runner, ref, v.bound, v.tokens_equal, v.name + mode);
   }
   {
     auto daemon = testing::DaemonProcess::Start({"--devices=cpu"});
