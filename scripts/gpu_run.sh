@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs what scripts/gpu_bundle.sh gathered, on a machine with a GPU, from the
+# folder that holds .gpu/. Writes one log per step to OUT_DIR (default
+# ./gpu-logs) and a summary line per step to OUT_DIR/summary.txt.
+set -uo pipefail
+out="${1:-gpu-logs}"
+mkdir -p "${out}"
+here="$(cd "$(dirname "$0")" && pwd)"
+export LD_LIBRARY_PATH="${here}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+nvidia-smi >"${out}/nvidia-smi.txt" 2>&1
+
+step() {
+  local name="$1"
+  shift
+  local start=$SECONDS
+  "$@" >"${out}/${name}.log" 2>&1
+  local rc=$?
+  echo "${name}: rc=${rc} $((SECONDS - start))s" | tee -a "${out}/summary.txt"
+}
+
+step cuda_device_test "${here}/bin/cuda_device_test"
+step cuda_oom_test "${here}/bin/cuda_oom_test"
+step foreign_waits_test "${here}/bin/foreign_waits_test"
+step nccl_communicator_test "${here}/bin/nccl_communicator_test"
+step conformance_test "${here}/bin/conformance_test"
+
+# The daemon serving every device, and the CLI listing and benchmarking it.
+port_file="$(mktemp)"
+"${here}/bin/tesserad" --devices=all --listen=127.0.0.1:0 \
+  --port_file="${port_file}" >"${out}/tesserad.log" 2>&1 &
+daemon=$!
+for _ in $(seq 100); do [ -s "${port_file}" ] && break; sleep 0.2; done
+target="127.0.0.1:$(cat "${port_file}")"
+step cli_devices "${here}/bin/tessera" --target="${target}" devices
+step cli_bench "${here}/bin/tessera" --target="${target}" bench
+kill -TERM "${daemon}"
+wait "${daemon}"
+echo "tesserad drain: rc=$?" | tee -a "${out}/summary.txt"
