@@ -175,6 +175,31 @@ void PackLow4(const uint8_t levels[kQK_K], uint8_t* qs, uint8_t* qh) {
   }
 }
 
+// The inverse of QuantizeSuperAffine + PackLow4: a super-block of Q4_K or
+// (qh != nullptr) Q5_K, each value d * scale * level - dmin * min.
+void DequantizeSuperAffine(uint16_t d16, uint16_t dmin16,
+                           const uint8_t scales[kKScaleBytes],
+                           const uint8_t* qs, const uint8_t* qh, float* out) {
+  const float d = Fp16ToFp32(d16);
+  const float dmin = Fp16ToFp32(dmin16);
+  for (int c = 0; c < 4; ++c) {
+    int sc0, m0, sc1, m1;
+    UnpackKScaleMin(scales, 2 * c, &sc0, &m0);
+    UnpackKScaleMin(scales, 2 * c + 1, &sc1, &m1);
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t q = qs[32 * c + l];
+      int lo = q & 0x0F;
+      int hi = q >> 4;
+      if (qh != nullptr) {
+        lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+        hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+      }
+      out[64 * c + l] = d * sc0 * lo - dmin * m0;
+      out[64 * c + 32 + l] = d * sc1 * hi - dmin * m1;
+    }
+  }
+}
+
 }  // namespace
 
 void PackKScaleMin(const uint8_t scale[8], const uint8_t min[8],
@@ -200,20 +225,8 @@ void QuantizeRowQ4_K(const float* x, BlockQ4_K* y, int64_t n) {
 
 void DequantizeRowQ4_K(const BlockQ4_K* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const BlockQ4_K& b = x[i];
-    const float d = Fp16ToFp32(b.d);
-    const float dmin = Fp16ToFp32(b.dmin);
-    float* out = y + i * kQK_K;
-    for (int c = 0; c < 4; ++c) {
-      int sc0, m0, sc1, m1;
-      UnpackKScaleMin(b.scales, 2 * c, &sc0, &m0);
-      UnpackKScaleMin(b.scales, 2 * c + 1, &sc1, &m1);
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t q = b.qs[32 * c + l];
-        out[64 * c + l] = d * sc0 * (q & 0x0F) - dmin * m0;
-        out[64 * c + 32 + l] = d * sc1 * (q >> 4) - dmin * m1;
-      }
-    }
+    DequantizeSuperAffine(x[i].d, x[i].dmin, x[i].scales, x[i].qs, nullptr,
+                          y + i * kQK_K);
   }
 }
 
@@ -228,22 +241,8 @@ void QuantizeRowQ5_K(const float* x, BlockQ5_K* y, int64_t n) {
 
 void DequantizeRowQ5_K(const BlockQ5_K* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const BlockQ5_K& b = x[i];
-    const float d = Fp16ToFp32(b.d);
-    const float dmin = Fp16ToFp32(b.dmin);
-    float* out = y + i * kQK_K;
-    for (int c = 0; c < 4; ++c) {
-      int sc0, m0, sc1, m1;
-      UnpackKScaleMin(b.scales, 2 * c, &sc0, &m0);
-      UnpackKScaleMin(b.scales, 2 * c + 1, &sc1, &m1);
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t q = b.qs[32 * c + l];
-        const int lo = (q & 0x0F) | (((b.qh[l] >> (2 * c)) & 1) << 4);
-        const int hi = (q >> 4) | (((b.qh[l] >> (2 * c + 1)) & 1) << 4);
-        out[64 * c + l] = d * sc0 * lo - dmin * m0;
-        out[64 * c + 32 + l] = d * sc1 * hi - dmin * m1;
-      }
-    }
+    DequantizeSuperAffine(x[i].d, x[i].dmin, x[i].scales, x[i].qs, x[i].qh,
+                          y + i * kQK_K);
   }
 }
 

@@ -468,7 +468,9 @@ TEST_F(SchedulerTest, ReadersOfSetRowsSeeTheRowsSet) {
     Graph graph;
     ASSERT_TRUE(graph.Expand(out).ok());
     std::unique_ptr<Scheduler> sched = MakeScheduler(CpuStreams(n));
-    if (n == 2) ASSERT_TRUE(sched->SetTensorStream(out, streams_[0].get()).ok());
+    if (n == 2) {
+      ASSERT_TRUE(sched->SetTensorStream(out, streams_[0].get()).ok());
+    }
     ASSERT_TRUE(sched->AllocGraph(graph).ok());
     const std::vector<float> d(12, 1.0f);
     const std::vector<float> row = {5, 6, 7, 8};
