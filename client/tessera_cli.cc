@@ -13,7 +13,7 @@
 //                                    model, locally (one CPU device; P with
 //                                    layers spread over them; tensor
 //                                    parallel over N CPU devices grouped
-//                                    by a meta device; not yet with --pp)
+//                                    by a meta device, per stage with P)
 //                                    or on a daemon; generated token
 //                                    ids on stdout, progress and tokens/s
 //                                    on stderr
@@ -321,10 +321,6 @@ absl::Status RunModel(const Flags& flags) {
   }
   if (tp < 1 || (!remote.empty() && tp != 1)) {
     return absl::InvalidArgumentError("--tp must be >= 1, and 1 with --remote");
-  }
-  if (tp > 1 && pp > 1) {
-    // Decoding over meta stages does not match one device yet.
-    return absl::UnimplementedError("--pp with --tp is not supported yet");
   }
 
   const absl::Time t0 = absl::Now();

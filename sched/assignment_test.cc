@@ -170,6 +170,9 @@ TEST_F(AssignmentTest, SplitPlanShadowsTheGraphAndMakesSlotsPerCopy) {
   EXPECT_EQ(plan.shadow.at(y)->src[1], input.slots[0]);
   EXPECT_EQ(plan.clone_of[2].at(plan.shadow.at(h1))->src[1], input.slots[2]);
   EXPECT_EQ(plan.original.at(plan.clone_of[1].at(plan.shadow.at(y))), y);
+  // A copy's graph is closed: y's clone reads h1's clone of the same copy.
+  EXPECT_EQ(plan.clone_of[2].at(plan.shadow.at(y))->src[0],
+            plan.clone_of[2].at(plan.shadow.at(h1)));
   // Weights keep their data in the shadows.
   EXPECT_EQ(plan.shadow.at(w1)->data, w1->data);
   EXPECT_EQ(plan.shadow.at(h0)->data, nullptr);

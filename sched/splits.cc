@@ -154,15 +154,39 @@ SplitPlan BuildSplitPlan(const Graph& graph, const StreamAssignment& assignment,
     }
   }
 
-  // Per-copy clones of the shadows that read slots.
+  // Per-copy clones of the shadows that read slots, and of every shadow
+  // that reads a clone (directly or as its view source), so that each
+  // copy's graphs are whole graphs: a node's sources are nodes of the same
+  // copy. Nodes come in order, so sources are cloned before their readers.
+  absl::flat_hash_map<const Tensor*, const std::vector<std::pair<int, int>>*>
+      reads_of;
+  for (const auto& [shadow, reads] : rewired) reads_of[shadow] = &reads;
   plan.clone_of.resize(n_copies);
-  for (const auto& [shadow, reads] : rewired) {
-    for (int c = 1; c < n_copies; ++c) {
-      Tensor* clone = ctx.NewTensorLike(*shadow);
-      for (const auto& [j, input] : reads) {
-        clone->src[j] = plan.inputs[input].slots[c];
+  for (int c = 1; c < n_copies; ++c) {
+    auto& clone_of = plan.clone_of[c];
+    for (Tensor* node : nodes) {
+      Tensor* shadow = plan.shadow.at(node);
+      auto reads = reads_of.find(shadow);
+      bool reads_clone = clone_of.contains(shadow->view_src);
+      for (const Tensor* src : shadow->src) {
+        reads_clone = reads_clone || clone_of.contains(src);
       }
-      plan.clone_of[c][shadow] = clone;
+      if (reads == reads_of.end() && !reads_clone) continue;
+      Tensor* clone = ctx.NewTensorLike(*shadow);
+      for (Tensor*& src : clone->src) {
+        if (auto it = clone_of.find(src); it != clone_of.end()) {
+          src = it->second;
+        }
+      }
+      if (auto it = clone_of.find(clone->view_src); it != clone_of.end()) {
+        clone->view_src = it->second;
+      }
+      if (reads != reads_of.end()) {
+        for (const auto& [j, input] : *reads->second) {
+          clone->src[j] = plan.inputs[input].slots[c];
+        }
+      }
+      clone_of[shadow] = clone;
       plan.clones.emplace_back(clone, shadow);
       plan.original[clone] = plan.original.at(shadow);
     }

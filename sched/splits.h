@@ -74,8 +74,9 @@ struct SplitPlan {
   absl::flat_hash_map<const Tensor*, Tensor*> original;
   // (caller's tensor, shadow) for tensors the allocator places.
   std::vector<std::pair<Tensor*, const Tensor*>> write_back;
-  // (clone, shadow): per-copy clones of shadows that read slots; a clone
-  // computes into its shadow's memory, reading copy c's slots.
+  // (clone, shadow): per-copy clones of shadows that read slots or clones;
+  // a clone computes into its shadow's memory, reading copy c's slots and
+  // clones.
   std::vector<std::pair<Tensor*, const Tensor*>> clones;
   // clone_of[c][shadow] (c >= 1).
   std::vector<absl::flat_hash_map<const Tensor*, Tensor*>> clone_of;
@@ -99,7 +100,10 @@ struct SplitPlan {
 //       once per (source, stream) and compute, before the first split there
 //       that reads it.
 //     The node's shadow reads copy 0's slot; per-copy clones read the
-//     others.
+//     others. Readers of a clone are cloned too (copy c's clones read copy
+//     c's clones), so that each copy's split graphs are closed: a device
+//     that follows tensors by identity (a meta device) sees every node's
+//     sources computed in the same graph or coming from outside it.
 //  4. Build the allocation graph. Slots are flagged kFlagInput (and
 //     kFlagOutput with n_copies > 1) where they must never be reused:
 //     staged slots always, copied slots when several copies are in flight.

@@ -562,6 +562,69 @@ TEST(MetaDeviceTest, TensorTimesPipelineParallel) {
   }
 }
 
+// The scheduler's per-copy graphs over meta stages when the graph changes:
+// a batch of 8 columns computed on copy 0, then one column at a time, whose
+// first compute is on copy 1. Copy 1's graphs must be closed (a clone's
+// readers are clones too), else the meta stream derives, and caches, a plan
+// in which the readers see the copy-0 node as an input from elsewhere.
+TEST(MetaDeviceTest, TensorTimesPipelineParallelSwitchesGraphs) {
+  Tp tp(2, 2, 1, MlpPolicy);
+  Weights first({&tp.meta(0)});
+  Weights second({&tp.meta(1)});
+  Mlp a = Mlp::Make(first, 2).value();
+  Mlp b = Mlp::Make(second, 2).value();
+  ASSERT_TRUE(first.Upload().ok());
+  ASSERT_TRUE(second.Upload().ok());
+  auto s0 = tp.meta(0).CreateStream().value();
+  auto s1 = tp.meta(1).CreateStream().value();
+  auto cpu = tp.extra(0).CreateStream().value();
+  auto sched =
+      Scheduler::Create({s0.get(), s1.get(), cpu.get()}, {}, {.n_copies = 2})
+          .value();
+  struct Built {
+    Context ctx;
+    Tensor* x = nullptr;
+    Tensor* y = nullptr;
+    Graph graph;
+  };
+  auto build = [&](Built& g, int64_t n) {
+    g.x = testing::NewInput(g.ctx, Type::kF32, {Mlp::kDim, n}, "x").value();
+    g.y = b.Forward(g.ctx, a.Forward(g.ctx, g.x).value()).value();
+    g.y->flags |= kFlagOutput;
+    ASSERT_TRUE(g.graph.Expand(g.y).ok());
+  };
+  Built batch, one;
+  build(batch, Mlp::kBatch);
+  build(one, 1);
+  ASSERT_TRUE(sched->Reserve(batch.graph).ok());
+  Built* allocated = nullptr;
+  auto run = [&](Built& g, const float* in) {
+    std::vector<float> out(g.y->NumElements());
+    if (allocated != &g) {
+      absl::Status s = sched->AllocGraph(g.graph);
+      EXPECT_TRUE(s.ok()) << s;
+      allocated = &g;
+    }
+    EXPECT_TRUE(testing::Write(*g.x, in).ok());
+    absl::Status s = sched->ComputeAsync(g.graph);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_TRUE(
+        sched->GetTensorAsync(*g.y, out.data(), 0, g.y->NumBytes()).ok());
+    s = sched->Synchronize();
+    EXPECT_TRUE(s.ok()) << s;
+    return out;
+  };
+  const std::vector<float> in = MlpInput(0);
+  const std::vector<float> want = NaiveMlp(b, NaiveMlp(a, in));
+  EXPECT_LT(Nmse(run(batch, in.data()), want), 1e-10);
+  for (int k = 0; k < 4; ++k) {
+    SCOPED_TRACE(k);
+    const std::vector<float> col_want(want.begin() + k * Mlp::kDim,
+                                      want.begin() + (k + 1) * Mlp::kDim);
+    EXPECT_LT(Nmse(run(one, in.data() + k * Mlp::kDim), col_want), 1e-10);
+  }
+}
+
 TEST(MetaDeviceTest, OpWithoutRuleIsNotSupported) {
   Tp tp(2, 1, 0, MlpPolicy);
   Context ctx;

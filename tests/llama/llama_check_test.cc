@@ -6,7 +6,8 @@
 // teacher-forced with the reference's tokens. Modes: one CPU device, a real
 // tesserad (remote), the layers over 2 CPU devices (pp 2, prompt
 // micro-batches of 12 pipelined), tensor parallel over 2 CPU devices (tp 2:
-// a meta device, heads and FFN split, the KV cache split by heads).
+// a meta device, heads and FFN split, the KV cache split by heads), and
+// both (pp 2 x tp 2: two meta stages of 2 CPU devices each, pipelined).
 //
 // Error norm, per logits row r: max_i |tessera_i - ref_i| / max_i |ref_i|
 // (the largest error relative to the row's largest logit); the test bounds
@@ -289,7 +290,7 @@ TEST_P(LlamaCheckTest, MatchesPyTorchLocalPipelinedTensorParallelRemote) {
     ASSERT_TRUE(runner.ok()) << runner.status();
     Check(**runner, ref, v.bound, v.tokens_equal, absl::StrCat(v.name, " pp 2"));
   }
-  for (const auto& [pp, tp] : {std::pair{1, 2}}) {
+  for (const auto& [pp, tp] : {std::pair{1, 2}, std::pair{2, 2}}) {
     TensorParallel devices(pp, tp, v.type != kGgmlF32);
     auto runner = LlamaRunner::CreateLocal(**file, devices.stages, Options(),
                                            devices.fallback);
