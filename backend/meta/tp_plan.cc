@@ -70,11 +70,16 @@ class Deriver {
       }
     }
     Flush();
-    for (auto& [t, p] : placed_) {
-      if (!t->IsView() && in_meta_.contains(t)) {
-        plan_.final_states.emplace_back(const_cast<Tensor*>(t), p.state);
+    // In graph order, so that of two tensors at one place (memory the
+    // allocator reused) the later one's state is recorded last.
+    auto record = [&](Tensor* t) {
+      auto it = placed_.find(t);
+      if (it != placed_.end() && !t->IsView() && in_meta_.contains(t)) {
+        plan_.final_states.emplace_back(t, it->second.state);
       }
-    }
+    };
+    for (Tensor* leaf : graph.leafs()) record(leaf);
+    for (Tensor* node : graph.nodes()) record(node);
     return Finish();
   }
 
