@@ -1,0 +1,981 @@
+// End-to-end LLaMA throughput of the runner (runner/llama_runner.h) on a
+// random-weight model written to a temporary GGUF, its matrices in F16,
+// Q8_0, Q4_0 and Q4_K (norms F32), the same values for every type. For each
+// type, three modes:
+//   - local: one CPU device with 2 threads;
+//   - tp 2:  a meta device over two 1-thread CPU devices (heads and FFN
+//            split by LlamaSplitPolicy, collectives through the
+//            HostCommunicator), a third CPU device as the fallback;
+//   - remote: a tesserad started here as its own process
+//            (--devices=cpu --threads=2), weights uploaded over gRPC.
+// Each mode processes a prompt of --prompt tokens (micro-batches of
+// --ubatch) from an empty cache, then decodes --decode tokens, one Process
+// call per token, after a warm-up that builds and allocates the graphs. The
+// three modes of a type are loaded together and run in turn, --rounds
+// times, so that they see the same machine load; rows give the medians.
+// Remote rows add the daemon's cost per decoded token (remote ms/token
+// minus local ms/token).
+//
+// The limit, measured in the same run: decoding one token reads every
+// weight once (token_embd only one row) plus the KV cache over its whole
+// capacity (the decode graph attends over n_ctx = prompt + decode positions
+// under a mask), so it cannot beat streaming-read bandwidth / those bytes.
+// Bandwidth: two plain threads summing a buffer much larger than the
+// caches, the best of several passes, measured before the table (and again
+// after it, printed as a check of the machine's drift). tp reads its
+// mirrored weights (norms, output) on both members, and its limit counts
+// them twice.
+//
+// Correctness: local decodes greedily; the other modes are fed local's
+// tokens (teacher-forced), and their argmax of the prompt's last row and of
+// each decode step is compared with local's, with the largest logit error
+// relative to the row's largest logit. Where an argmax differs, local's
+// gap between its two best logits is printed next to the error.
+//
+// Collectives of tp: the runner and the meta device time none (MetaStream
+// only counts the last graph's collectives, and the runner keeps its
+// streams private). The benchmark hands the meta device a Communicator that
+// passes every call to the HostCommunicator and notes it, then times the
+// same sequence of collectives per decode token on idle members: an
+// estimate of their cost apart from the waiting for the slower member.
+//
+//   bazel run -c opt //bench:llama [-- --layers=N --dim=N --ff=N --heads=N
+//       --kv_heads=N --vocab=N --prompt=N --decode=N --ubatch=N --rounds=N
+//       --types=f16,q8_0,q4_0,q4_k --tesserad=PATH]
+//
+// A LLaMA-3.2-1B-like shape: --layers=16 --dim=2048 --ff=8192 --heads=32
+// --kv_heads=8 --vocab=32000 (1.1 B parameters; the vocabulary is smaller
+// than 3.2's 128256).
+
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "backend/alloc/tensor_allocator.h"
+#include "backend/assembly/device_spec.h"
+#include "backend/comm/communicator.h"
+#include "backend/comm/host_communicator.h"
+#include "backend/meta/llama_policy.h"
+#include "backend/meta/meta_device.h"
+#include "backend/registry.h"
+#include "base/status_macros.h"
+#include "client/client.h"
+#include "graph/context.h"
+#include "graph/type.h"
+#include "model/ggml_type.h"
+#include "model/gguf_reader.h"
+#include "model/gguf_writer.h"
+#include "model/llama.h"
+#include "runner/llama_runner.h"
+#include "server/operations/process_tuning.h"
+#include "spdlog/spdlog.h"
+#include "tests/integration/daemon_process.h"
+
+namespace tessera::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Config {
+  int64_t layers = 8;
+  int64_t dim = 1024;
+  int64_t ff = 2816;
+  int64_t heads = 16;
+  int64_t kv_heads = 4;
+  int64_t vocab = 8192;
+  int prompt = 128;
+  int decode = 32;
+  int64_t ubatch = 32;
+  int rounds = 5;
+  std::vector<std::string> types = {"f16", "q8_0", "q4_0", "q4_k"};
+  std::string tesserad;  // empty: the runfiles copy (or $TESSERAD)
+};
+
+int64_t ParameterCount(const Config& c) {
+  const int64_t kv = c.dim / c.heads * c.kv_heads;
+  const int64_t per_layer = 2 * c.dim * c.dim + 2 * c.dim * kv +
+                            3 * c.dim * c.ff + 2 * c.dim;
+  return c.layers * per_layer + 2 * c.vocab * c.dim + c.dim;
+}
+
+// ggml type id of a --types name.
+absl::StatusOr<int32_t> GgmlTypeByName(const std::string& name) {
+  if (name == "f16") return kGgmlF16;
+  if (name == "q8_0") return kGgmlQ8_0;
+  if (name == "q4_0") return kGgmlQ4_0;
+  if (name == "q4_k") return kGgmlQ4_K;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown type \"", name, "\" (f16, q8_0, q4_0, q4_k)"));
+}
+
+// Uniform values of variance scale^2 from a splitmix64 stream seeded by
+// `seed`: cheap enough for a billion weights, and the same for every type.
+void RandomValues(uint64_t seed, float scale, float offset,
+                  absl::Span<float> out) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  const float k = scale * std::sqrt(3.0f) / 2147483648.0f;
+  for (float& v : out) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    v = offset + k * static_cast<float>(static_cast<int32_t>(z >> 32));
+  }
+}
+
+// Runs fn(begin, end) over [0, n) in two halves on two threads.
+template <typename Fn>
+void TwoThreads(int64_t n, Fn fn) {
+  const int64_t half = n / 2;
+  std::thread other([&] { fn(half, n); });
+  fn(0, half);
+  other.join();
+}
+
+// Writes the model with matrices of ggml type `matrix_type` to `path`.
+absl::Status WriteModel(const Config& c, int32_t matrix_type,
+                        const std::string& path) {
+  GgufWriter w;
+  TESSERA_RETURN_IF_ERROR(
+      w.AddKv("general.architecture", std::string("llama")));
+  TESSERA_RETURN_IF_ERROR(
+      w.AddKv("llama.block_count", static_cast<uint32_t>(c.layers)));
+  TESSERA_RETURN_IF_ERROR(
+      w.AddKv("llama.embedding_length", static_cast<uint32_t>(c.dim)));
+  TESSERA_RETURN_IF_ERROR(
+      w.AddKv("llama.feed_forward_length", static_cast<uint32_t>(c.ff)));
+  TESSERA_RETURN_IF_ERROR(
+      w.AddKv("llama.attention.head_count", static_cast<uint32_t>(c.heads)));
+  TESSERA_RETURN_IF_ERROR(w.AddKv("llama.attention.head_count_kv",
+                                  static_cast<uint32_t>(c.kv_heads)));
+  TESSERA_RETURN_IF_ERROR(w.AddKv("llama.rope.freq_base", 10000.0f));
+  TESSERA_RETURN_IF_ERROR(
+      w.AddKv("llama.attention.layer_norm_rms_epsilon", 1e-5f));
+  TESSERA_RETURN_IF_ERROR(w.AddKv("llama.context_length", uint32_t{4096}));
+
+  TESSERA_ASSIGN_OR_RETURN(const Type matrix, TesseraTypeFromGgml(matrix_type));
+  uint64_t seed = 0;
+  std::vector<float> values;
+  std::vector<uint8_t> bytes;
+  auto tensor = [&](const std::string& name, int64_t ne0, int64_t ne1,
+                    float scale, float offset, bool is_matrix) {
+    ++seed;
+    values.resize(ne0 * ne1);
+    const Type type = is_matrix ? matrix : Type::kF32;
+    bytes.resize(RowSize(type, ne0) * ne1);
+    TwoThreads(ne1, [&](int64_t begin, int64_t end) {
+      float* v = values.data() + begin * ne0;
+      for (int64_t row = begin; row < end; ++row, v += ne0) {
+        RandomValues(seed * 1000003 + row, scale, offset,
+                     absl::MakeSpan(v, ne0));
+        RowFromFloat(type, v, bytes.data() + row * RowSize(type, ne0), ne0);
+      }
+    });
+    const int32_t ggml = is_matrix ? matrix_type : kGgmlF32;
+    if (ne1 == 1) return w.AddTensor(name, ggml, {ne0}, bytes);
+    return w.AddTensor(name, ggml, {ne0, ne1}, bytes);
+  };
+  const float in_dim = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  const int64_t kv = c.dim / c.heads * c.kv_heads;
+  TESSERA_RETURN_IF_ERROR(
+      tensor("token_embd.weight", c.dim, c.vocab, 1.0f, 0.0f, true));
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    TESSERA_RETURN_IF_ERROR(
+        tensor(p + "attn_norm.weight", c.dim, 1, 0.1f, 1.0f, false));
+    TESSERA_RETURN_IF_ERROR(
+        tensor(p + "attn_q.weight", c.dim, c.dim, in_dim, 0.0f, true));
+    TESSERA_RETURN_IF_ERROR(
+        tensor(p + "attn_k.weight", c.dim, kv, in_dim, 0.0f, true));
+    TESSERA_RETURN_IF_ERROR(
+        tensor(p + "attn_v.weight", c.dim, kv, in_dim, 0.0f, true));
+    TESSERA_RETURN_IF_ERROR(
+        tensor(p + "attn_output.weight", c.dim, c.dim, in_dim, 0.0f, true));
+    TESSERA_RETURN_IF_ERROR(
+        tensor(p + "ffn_norm.weight", c.dim, 1, 0.1f, 1.0f, false));
+    TESSERA_RETURN_IF_ERROR(
+        tensor(p + "ffn_gate.weight", c.dim, c.ff, in_dim, 0.0f, true));
+    TESSERA_RETURN_IF_ERROR(
+        tensor(p + "ffn_up.weight", c.dim, c.ff, in_dim, 0.0f, true));
+    TESSERA_RETURN_IF_ERROR(
+        tensor(p + "ffn_down.weight", c.ff, c.dim,
+               1.0f / std::sqrt(static_cast<float>(c.ff)), 0.0f, true));
+  }
+  TESSERA_RETURN_IF_ERROR(
+      tensor("output_norm.weight", c.dim, 1, 0.1f, 1.0f, false));
+  TESSERA_RETURN_IF_ERROR(
+      tensor("output.weight", c.dim, c.vocab, 2.0f * in_dim, 0.0f, true));
+  return w.WriteToFile(path);
+}
+
+// GB/s of `threads` plain threads summing disjoint parts of a `bytes`
+// buffer (touched first), the best of `passes`.
+double StreamReadGBps(size_t bytes, int threads, int passes) {
+  const size_t n = bytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buffer(new uint64_t[n]);
+  auto part = [&](int t, size_t* begin, size_t* end) {
+    *begin = n * t / threads;
+    *end = n * (t + 1) / threads;
+  };
+  auto each_thread = [&](auto fn) {
+    std::vector<std::thread> team;
+    for (int t = 1; t < threads; ++t) team.emplace_back(fn, t);
+    fn(0);
+    for (std::thread& th : team) th.join();
+  };
+  each_thread([&](int t) {
+    size_t begin, end;
+    part(t, &begin, &end);
+    for (size_t i = begin; i < end; ++i) buffer[i] = i;
+  });
+  std::vector<uint64_t> sums(threads);
+  double best = 0;
+  for (int p = 0; p < passes; ++p) {
+    const auto start = Clock::now();
+    each_thread([&](int t) {
+      size_t begin, end;
+      part(t, &begin, &end);
+      const uint64_t* x = buffer.get();
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t i = begin;
+      for (; i + 4 <= end; i += 4) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+      }
+      for (; i < end; ++i) s0 += x[i];
+      sums[t] = s0 + s1 + s2 + s3;
+    });
+    best = std::max(best, bytes / SecondsSince(start) / 1e9);
+  }
+  // n (n - 1) / 2 whatever the split: the sums were really computed.
+  uint64_t total = 0;
+  for (uint64_t s : sums) total += s;
+  if (total != static_cast<uint64_t>(n) * (n - 1) / 2) return 0;
+  return best;
+}
+
+// A Communicator that passes every call to `inner` and notes it, so that
+// the collectives a meta device queues can be counted and replayed.
+class CountingCommunicator final : public Communicator {
+ public:
+  enum class Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
+  struct Call {
+    Kind kind;
+    Type type;
+    int64_t send_elements;  // rank 0's
+    int64_t recv_elements;
+  };
+
+  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+
+  int size() const override { return inner_.size(); }
+  Device& device(int rank) const override { return inner_.device(rank); }
+
+  absl::Status AllReduce(absl::Span<Stream* const> streams,
+                         absl::Span<Tensor* const> tensors) override {
+    Note(Kind::kAllReduce, tensors, tensors);
+    return inner_.AllReduce(streams, tensors);
+  }
+  absl::Status AllGather(absl::Span<Stream* const> streams,
+                         absl::Span<Tensor* const> send,
+                         absl::Span<Tensor* const> recv) override {
+    Note(Kind::kAllGather, send, recv);
+    return inner_.AllGather(streams, send, recv);
+  }
+  absl::Status ReduceScatter(absl::Span<Stream* const> streams,
+                             absl::Span<Tensor* const> send,
+                             absl::Span<Tensor* const> recv) override {
+    Note(Kind::kReduceScatter, send, recv);
+    return inner_.ReduceScatter(streams, send, recv);
+  }
+  absl::Status Broadcast(absl::Span<Stream* const> streams, int root,
+                         absl::Span<Tensor* const> tensors) override {
+    Note(Kind::kBroadcast, tensors, tensors);
+    return inner_.Broadcast(streams, root, tensors);
+  }
+
+  // The calls noted since the last Take.
+  std::vector<Call> Take() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(calls_, {});
+  }
+
+ private:
+  void Note(Kind kind, absl::Span<Tensor* const> send,
+            absl::Span<Tensor* const> recv) {
+    if (send.empty() || recv.empty() || send[0] == nullptr ||
+        recv[0] == nullptr) {
+      return;  // the inner communicator rejects it
+    }
+    absl::MutexLock lock(&mu_);
+    calls_.push_back(
+        {kind, send[0]->type, send[0]->NumElements(), recv[0]->NumElements()});
+  }
+
+  Communicator& inner_;
+  absl::Mutex mu_;
+  std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string Describe(const std::vector<CountingCommunicator::Call>& calls) {
+  // Runs of equal calls: "16 x all-reduce F32[1024]".
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < calls.size();) {
+    size_t j = i;
+    while (j < calls.size() && calls[j].kind == calls[i].kind &&
+           calls[j].type == calls[i].type &&
+           calls[j].send_elements == calls[i].send_elements) {
+      ++j;
+    }
+    const char* kind = "";
+    switch (calls[i].kind) {
+      case CountingCommunicator::Kind::kAllReduce: kind = "all-reduce"; break;
+      case CountingCommunicator::Kind::kAllGather: kind = "all-gather"; break;
+      case CountingCommunicator::Kind::kReduceScatter:
+        kind = "reduce-scatter";
+        break;
+      case CountingCommunicator::Kind::kBroadcast: kind = "broadcast"; break;
+    }
+    parts.push_back(absl::StrFormat("%d x %s %s[%d]", j - i, kind,
+                                    TypeName(calls[i].type),
+                                    calls[i].send_elements));
+    i = j;
+  }
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+// Median microseconds of `calls` issued back to back on new streams of
+// `comm`'s members (tensors of the calls' shapes, zeros) and synchronized.
+absl::StatusOr<double> ReplayMicros(
+    Communicator& comm, const std::vector<CountingCommunicator::Call>& calls,
+    int repeats) {
+  const int n = comm.size();
+  std::vector<std::unique_ptr<Stream>> owned;
+  std::vector<Stream*> streams;
+  for (int r = 0; r < n; ++r) {
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> s,
+                             comm.device(r).CreateStream());
+    streams.push_back(s.get());
+    owned.push_back(std::move(s));
+  }
+  Context ctx;
+  // Per call, per rank: send and receive tensors.
+  std::vector<std::vector<Tensor*>> send(calls.size()), recv(calls.size());
+  std::vector<std::vector<Tensor*>> per_rank(n);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const CountingCommunicator::Call& c = calls[i];
+    for (int r = 0; r < n; ++r) {
+      TESSERA_ASSIGN_OR_RETURN(Tensor * s,
+                               ctx.NewTensor(c.type, {c.send_elements}));
+      per_rank[r].push_back(s);
+      send[i].push_back(s);
+      Tensor* d = s;
+      if (c.recv_elements != c.send_elements) {
+        TESSERA_ASSIGN_OR_RETURN(d, ctx.NewTensor(c.type, {c.recv_elements}));
+        per_rank[r].push_back(d);
+      }
+      recv[i].push_back(d);
+    }
+  }
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  for (int r = 0; r < n; ++r) {
+    if (per_rank[r].empty()) continue;
+    TESSERA_ASSIGN_OR_RETURN(
+        std::unique_ptr<Buffer> b,
+        AllocTensors(comm.device(r).buffer_type(), per_rank[r]));
+    TESSERA_RETURN_IF_ERROR(b->Clear(0));
+    buffers.push_back(std::move(b));
+  }
+  auto once = [&]() -> absl::Status {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      switch (calls[i].kind) {
+        case CountingCommunicator::Kind::kAllReduce:
+          TESSERA_RETURN_IF_ERROR(comm.AllReduce(streams, send[i]));
+          break;
+        case CountingCommunicator::Kind::kAllGather:
+          TESSERA_RETURN_IF_ERROR(comm.AllGather(streams, send[i], recv[i]));
+          break;
+        case CountingCommunicator::Kind::kReduceScatter:
+          TESSERA_RETURN_IF_ERROR(
+              comm.ReduceScatter(streams, send[i], recv[i]));
+          break;
+        case CountingCommunicator::Kind::kBroadcast:
+          TESSERA_RETURN_IF_ERROR(comm.Broadcast(streams, 0, send[i]));
+          break;
+      }
+    }
+    for (Stream* s : streams) TESSERA_RETURN_IF_ERROR(s->Synchronize());
+    return absl::OkStatus();
+  };
+  TESSERA_RETURN_IF_ERROR(once());
+  std::vector<double> micros;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = Clock::now();
+    TESSERA_RETURN_IF_ERROR(once());
+    micros.push_back(1e6 * SecondsSince(start));
+  }
+  std::nth_element(micros.begin(), micros.begin() + micros.size() / 2,
+                   micros.end());
+  return micros[micros.size() / 2];
+}
+
+// Bytes one decode token reads: every weight once (token_embd one row),
+// mirrored ones `mirror_copies` times (tp: each member reads its own), and
+// the KV cache (F16) over n_ctx positions.
+absl::StatusOr<uint64_t> DecodeBytes(const GgufFile& file, int64_t n_ctx,
+                                     const SplitPolicy* policy,
+                                     int mirror_copies) {
+  TESSERA_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
+  Context ctx;
+  TESSERA_ASSIGN_OR_RETURN(LlamaWeights weights,
+                           LlamaWeights::FromGguf(file, config, ctx));
+  uint64_t bytes = 0;
+  for (const Tensor* t : weights.all) {
+    uint64_t b = t == weights.token_embd ? RowSize(t->type, t->ne[0])
+                                         : t->NumBytes();
+    if (policy != nullptr && !(*policy)(*t).is_split()) b *= mirror_copies;
+    bytes += b;
+  }
+  bytes += static_cast<uint64_t>(config.n_layer) * 2 * n_ctx *
+           config.n_embd_kv() * sizeof(uint16_t);
+  return bytes;
+}
+
+std::vector<int32_t> Prompt(const Config& c) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < c.prompt; ++i) {
+    p.push_back(static_cast<int32_t>((i * 37 + 11) % c.vocab));
+  }
+  return p;
+}
+
+LlamaRunnerOptions RunnerOptions(const Config& c) {
+  LlamaRunnerOptions o;
+  o.n_ctx = c.prompt + c.decode;
+  o.n_ubatch = c.ubatch;
+  o.cache_type = Type::kF16;
+  return o;
+}
+
+absl::StatusOr<LlamaSplitOptions> SplitOptions(const GgufFile& file) {
+  TESSERA_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
+  Context ctx;
+  TESSERA_ASSIGN_OR_RETURN(LlamaWeights weights,
+                           LlamaWeights::FromGguf(file, config, ctx));
+  return LlamaSplitOptions{
+      .head_dim = config.head_dim(),
+      .gqa_ratio = config.n_head / config.n_head_kv,
+      .ffn_granularity = Traits(weights.layers[0].ffn_down->type).block_size};
+}
+
+// CPU seconds (user + system) this process has used.
+double SelfCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+         1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// CPU seconds process `pid` has used (/proc/PID/stat utime + stime); 0 for
+// pid 0 or when unreadable.
+double ProcessCpuSeconds(pid_t pid) {
+  if (pid == 0) return 0;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) in parentheses:
+  // state is field 3, utime 14, stime 15.
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return 0;
+  const std::vector<std::string> fields =
+      absl::StrSplit(stat.substr(paren + 2), ' ');
+  uint64_t utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
+      !absl::SimpleAtoi(fields[12], &stime)) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+// One runner with what it runs on (members in destruction order: the
+// runner first, then its devices and communicators).
+struct Mode {
+  std::string name;
+  bool remote = false;
+  std::unique_ptr<Registry> registry;
+  std::unique_ptr<HostCommunicator> host;
+  std::unique_ptr<CountingCommunicator> counting;  // tp
+  std::unique_ptr<MetaDevice> meta;
+  std::unique_ptr<LlamaRunner> runner;
+  double load_s = 0;
+  uint64_t bytes_per_token = 0;
+  std::vector<double> prompt_s;  // per round
+  std::vector<double> decode_s;
+  // Round 0: the argmax of the prompt's last row and of each decode step,
+  // and every row of logits (prompt rows, then one per decode step).
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;
+  // tp: collectives of round 0.
+  int64_t prompt_collectives = 0;
+  std::vector<CountingCommunicator::Call> token_collectives;
+  double replay_us = 0;
+  // CPU seconds spent during the decode steps, all rounds: by this process,
+  // and by the daemon (remote).
+  double decode_cpu_self_s = 0;
+  double decode_cpu_daemon_s = 0;
+  pid_t daemon_pid = 0;  // remote
+};
+
+absl::Status MakeLocal(const GgufFile& file, const Config& c, Mode& m) {
+  m.name = "local, 1 CPU x 2 threads";
+  m.registry = std::make_unique<Registry>();
+  TESSERA_RETURN_IF_ERROR(AddDevices("cpu", 2, *m.registry));
+  const auto start = Clock::now();
+  TESSERA_ASSIGN_OR_RETURN(
+      m.runner, LlamaRunner::CreateLocal(file, {m.registry->devices()[0]},
+                                         RunnerOptions(c)));
+  m.load_s = SecondsSince(start);
+  return absl::OkStatus();
+}
+
+absl::Status MakeTp(const GgufFile& file, const Config& c, Mode& m) {
+  m.name = "tp 2, 2 CPUs x 1 thread";
+  // Members cpu0 and cpu1, the fallback cpu2; one thread each.
+  m.registry = std::make_unique<Registry>();
+  TESSERA_RETURN_IF_ERROR(AddDevices("cpu:3", 1, *m.registry));
+  const std::vector<Device*> members = {m.registry->devices()[0],
+                                        m.registry->devices()[1]};
+  TESSERA_ASSIGN_OR_RETURN(m.host, HostCommunicator::Create(members));
+  m.counting = std::make_unique<CountingCommunicator>(*m.host);
+  TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, SplitOptions(file));
+  TESSERA_ASSIGN_OR_RETURN(m.meta,
+                           MetaDevice::Create("tp", members, *m.counting,
+                                              LlamaSplitPolicy(2, split)));
+  const auto start = Clock::now();
+  TESSERA_ASSIGN_OR_RETURN(
+      m.runner, LlamaRunner::CreateLocal(file, {m.meta.get()},
+                                         RunnerOptions(c),
+                                         m.registry->devices()[2]));
+  m.load_s = SecondsSince(start);
+  return absl::OkStatus();
+}
+
+absl::Status MakeRemote(const GgufFile& file, const Config& c,
+                        client::Client& client, pid_t daemon_pid, Mode& m) {
+  m.name = "remote tesserad, 2 threads";
+  m.remote = true;
+  m.daemon_pid = daemon_pid;
+  const auto start = Clock::now();
+  TESSERA_ASSIGN_OR_RETURN(
+      m.runner, LlamaRunner::CreateRemote(file, client, "", RunnerOptions(c)));
+  m.load_s = SecondsSince(start);
+  return absl::OkStatus();
+}
+
+// Builds and allocates every graph a round uses (the prompt's micro-batch
+// sizes and the decode graph).
+absl::Status WarmUp(LlamaRunner& runner, const Config& c) {
+  const std::vector<int32_t> prompt = Prompt(c);
+  const absl::Span<const int32_t> all(prompt);
+  runner.Reset();
+  TESSERA_RETURN_IF_ERROR(
+      runner.Process(all.subspan(0, std::min<int64_t>(c.prompt, c.ubatch)))
+          .status());
+  if (c.prompt > c.ubatch && c.prompt % c.ubatch != 0) {
+    TESSERA_RETURN_IF_ERROR(
+        runner.Process(all.subspan(0, c.prompt % c.ubatch)).status());
+  }
+  TESSERA_RETURN_IF_ERROR(runner.Process(all.subspan(0, 1)).status());
+  runner.Reset();
+  return absl::OkStatus();
+}
+
+// One round of `m`: the prompt from an empty sequence, then c.decode steps,
+// each fed `forced[i]` (local's greedy tokens) or, with `forced` empty, its
+// own greedy token. Round 0 keeps the tokens and logits and, for tp, the
+// collectives.
+absl::Status Round(Mode& m, const Config& c,
+                   absl::Span<const int32_t> forced, bool first) {
+  LlamaRunner& runner = *m.runner;
+  const int64_t n_vocab = runner.config().n_vocab;
+  runner.Reset();
+  if (m.counting != nullptr) m.counting->Take();
+  auto start = Clock::now();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits,
+                           runner.Process(Prompt(c)));
+  m.prompt_s.push_back(SecondsSince(start));
+  std::vector<int32_t> tokens = {ArgmaxToken(
+      absl::MakeConstSpan(logits).subspan(logits.size() - n_vocab))};
+  if (first) m.logits = logits;
+  if (m.counting != nullptr && first) {
+    m.prompt_collectives = static_cast<int64_t>(m.counting->Take().size());
+  }
+  const double self_before = SelfCpuSeconds();
+  const double daemon_before = ProcessCpuSeconds(m.daemon_pid);
+  start = Clock::now();
+  for (int i = 0; i < c.decode; ++i) {
+    const int32_t next = forced.empty() ? tokens.back() : forced[i];
+    TESSERA_ASSIGN_OR_RETURN(logits, runner.Process({next}));
+    tokens.push_back(ArgmaxToken(logits));
+    if (first) m.logits.insert(m.logits.end(), logits.begin(), logits.end());
+  }
+  m.decode_s.push_back(SecondsSince(start));
+  m.decode_cpu_self_s += SelfCpuSeconds() - self_before;
+  m.decode_cpu_daemon_s += ProcessCpuSeconds(m.daemon_pid) - daemon_before;
+  if (first) {
+    m.tokens = std::move(tokens);
+    if (m.counting != nullptr) {
+      const std::vector<CountingCommunicator::Call> calls = m.counting->Take();
+      const size_t per_token =
+          calls.size() % c.decode == 0 ? calls.size() / c.decode : calls.size();
+      m.token_collectives.assign(calls.begin(), calls.begin() + per_token);
+    }
+  }
+  return absl::OkStatus();
+}
+
+double Median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// How `m`'s round-0 logits compare with local's: the largest error per row
+// relative to the row's largest |logit| (over the prompt rows and over the
+// decode rows), and the rows whose argmax differs, each with local's gap
+// between its two largest logits on the same scale.
+struct Agreement {
+  double prompt_err = 0;
+  double decode_err = 0;
+  int equal = 0;
+  int compared = 0;
+  std::vector<std::string> differences;
+};
+
+Agreement Compare(const Mode& m, const Mode& local, const Config& c) {
+  Agreement a;
+  const int64_t v = c.vocab;
+  const int64_t rows = static_cast<int64_t>(local.logits.size()) / v;
+  std::vector<double> errors(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = m.logits.data() + r * v;
+    const float* ref = local.logits.data() + r * v;
+    double err = 0, scale = 0;
+    for (int64_t i = 0; i < v; ++i) {
+      err = std::max(err, std::fabs(double{x[i]} - ref[i]));
+      scale = std::max(scale, std::fabs(double{ref[i]}));
+    }
+    errors[r] = err / scale;
+    if (r < c.prompt) {
+      a.prompt_err = std::max(a.prompt_err, errors[r]);
+    } else {
+      a.decode_err = std::max(a.decode_err, errors[r]);
+    }
+  }
+  a.compared = static_cast<int>(local.tokens.size());
+  for (int t = 0; t < a.compared; ++t) {
+    if (m.tokens[t] == local.tokens[t]) {
+      ++a.equal;
+      continue;
+    }
+    // Token t comes from logits row prompt - 1 + t.
+    const int64_t r = c.prompt - 1 + t;
+    std::vector<float> row(local.logits.begin() + r * v,
+                           local.logits.begin() + (r + 1) * v);
+    double scale = 0;
+    for (float x : row) scale = std::max(scale, std::fabs(double{x}));
+    std::partial_sort(row.begin(), row.begin() + 2, row.end(),
+                      std::greater<float>());
+    a.differences.push_back(absl::StrFormat(
+        "token %d: %d vs local %d, local's top-2 gap %.2g, error %.2g", t,
+        m.tokens[t], local.tokens[t], (row[0] - row[1]) / scale, errors[r]));
+  }
+  return a;
+}
+
+// Prefixes `status` with what was being measured.
+absl::Status In(const std::string& what, absl::Status status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(what, ": ", status.message()));
+}
+
+absl::Status Main(const Config& c) {
+  const int64_t kv = c.dim / c.heads * c.kv_heads;
+  absl::PrintF(
+      "LLaMA shape: %d layers, dim %d, FFN %d, %d heads / %d KV heads (head "
+      "dim %d, KV dim %d), vocab %d, untied output: %.1f M parameters\n",
+      c.layers, c.dim, c.ff, c.heads, c.kv_heads, c.dim / c.heads, kv,
+      c.vocab, ParameterCount(c) / 1e6);
+  absl::PrintF(
+      "prompt %d tokens (micro-batches of %d), then %d decode tokens; KV "
+      "cache F16, capacity %d; %d rounds per mode, interleaved, medians; %d "
+      "hardware threads\n",
+      c.prompt, c.ubatch, c.decode, c.prompt + c.decode, c.rounds,
+      static_cast<int>(std::thread::hardware_concurrency()));
+
+  if (!c.tesserad.empty()) setenv("TESSERAD", c.tesserad.c_str(), 1);
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<testing::DaemonProcess> daemon,
+      testing::DaemonProcess::Start(
+          {"--devices=cpu", "--threads=2", "--log_level=warn"}));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> client,
+                           client::Client::Connect(daemon->address()));
+  TESSERA_ASSIGN_OR_RETURN(const std::string tesserad,
+                           testing::TesseradPath());
+  absl::PrintF("tesserad: %s (pid %d, %s, --devices=cpu --threads=2)\n",
+               tesserad, daemon->pid(), daemon->address());
+
+  constexpr size_t kStreamBytes = size_t{1} << 30;
+  const double bw = StreamReadGBps(kStreamBytes, 2, 5);
+  absl::PrintF(
+      "limit: streaming read, 2 plain threads summing 1 GiB, best of 5: "
+      "%.2f GB/s\n\n",
+      bw);
+
+  std::string dir = "/tmp/tessera_bench_llama.XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+  }
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } remove_dir{dir};
+
+  absl::PrintF(
+      "%-5s %-27s %6s %10s %10s %9s %8s %9s %7s %9s %13s %17s\n", "type",
+      "mode", "load s", "prompt t/s", "decode t/s", "ms/token", "MB/token",
+      "limit t/s", "/limit", "daemon us", "argmax=local", "rel err pr/dec");
+  std::vector<std::string> footnotes;
+  for (const std::string& name : c.types) {
+    TESSERA_ASSIGN_OR_RETURN(const int32_t ggml, GgmlTypeByName(name));
+    const std::string path = absl::StrCat(dir, "/", name, ".gguf");
+    const auto start = Clock::now();
+    TESSERA_RETURN_IF_ERROR(In(name, WriteModel(c, ggml, path)));
+    const double write_s = SecondsSince(start);
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file,
+                             GgufFile::Open(path));
+    const int64_t n_ctx = c.prompt + c.decode;
+    TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, SplitOptions(*file));
+    const SplitPolicy policy = LlamaSplitPolicy(2, split);
+
+    Mode modes[3];
+    Mode& local = modes[0];
+    Mode& tp = modes[1];
+    TESSERA_RETURN_IF_ERROR(In(name + " local", MakeLocal(*file, c, local)));
+    TESSERA_RETURN_IF_ERROR(In(name + " tp 2", MakeTp(*file, c, tp)));
+    TESSERA_RETURN_IF_ERROR(
+        In(name + " remote", MakeRemote(*file, c, *client, daemon->pid(), modes[2])));
+    TESSERA_ASSIGN_OR_RETURN(local.bytes_per_token,
+                             DecodeBytes(*file, n_ctx, nullptr, 1));
+    TESSERA_ASSIGN_OR_RETURN(tp.bytes_per_token,
+                             DecodeBytes(*file, n_ctx, &policy, 2));
+    modes[2].bytes_per_token = local.bytes_per_token;
+    for (Mode& m : modes) {
+      TESSERA_RETURN_IF_ERROR(In(name + " " + m.name, WarmUp(*m.runner, c)));
+    }
+    // Local's greedy tokens first; every round runs the modes in turn, so
+    // that they see the same machine load.
+    for (int round = 0; round < c.rounds; ++round) {
+      for (Mode& m : modes) {
+        const bool greedy = &m == &local && round == 0;
+        TESSERA_RETURN_IF_ERROR(
+            In(name + " " + m.name,
+               Round(m, c,
+                     greedy ? absl::Span<const int32_t>()
+                            : absl::MakeConstSpan(local.tokens).subspan(
+                                  0, c.decode),
+                     round == 0)));
+      }
+    }
+    TESSERA_ASSIGN_OR_RETURN(tp.replay_us,
+                             ReplayMicros(*tp.host, tp.token_collectives, 200));
+
+    const double local_decode = Median(local.decode_s);
+    for (Mode& m : modes) {
+      const double prompt_s = Median(m.prompt_s);
+      const double decode_s = Median(m.decode_s);
+      const double decode_tps = c.decode / decode_s;
+      const double limit_tps = bw * 1e9 / m.bytes_per_token;
+      std::string agree = "(reference)", err = "-";
+      if (&m != &local) {
+        const Agreement a = Compare(m, local, c);
+        agree = absl::StrFormat("%s %d/%d", a.equal == a.compared ? "yes" : "NO",
+                                a.equal, a.compared);
+        err = absl::StrFormat("%.1e/%.1e", a.prompt_err, a.decode_err);
+        for (const std::string& d : a.differences) {
+          footnotes.push_back(absl::StrCat(name, " ", m.name, ": ", d));
+        }
+      }
+      absl::PrintF(
+          "%-5s %-27s %6.2f %10.1f %10.2f %9.2f %8.1f %9.2f %7.2f %9s %13s "
+          "%17s\n",
+          name, m.name, m.load_s, c.prompt / prompt_s, decode_tps,
+          1e3 * decode_s / c.decode, m.bytes_per_token / 1e6, limit_tps,
+          decode_tps / limit_tps,
+          m.remote ? absl::StrFormat("%.0f", 1e6 * (decode_s - local_decode) /
+                                                 c.decode)
+                   : "-",
+          agree, err);
+    }
+    footnotes.push_back(absl::StrFormat(
+        "%s tp 2 collectives per decode token: %s; replayed alone %.0f us = "
+        "%.1f%% of its decode time per token; per prompt: %d",
+        name, Describe(tp.token_collectives), tp.replay_us,
+        100.0 * tp.replay_us * 1e-6 / (Median(tp.decode_s) / c.decode),
+        tp.prompt_collectives));
+    const double tokens = static_cast<double>(c.rounds) * c.decode;
+    footnotes.push_back(absl::StrFormat(
+        "%s CPU ms per decode token: local %.1f (wall %.1f); tp %.1f (wall "
+        "%.1f); remote: tesserad %.1f + this process %.1f (wall %.1f)",
+        name, 1e3 * local.decode_cpu_self_s / tokens,
+        1e3 * Median(local.decode_s) / c.decode,
+        1e3 * tp.decode_cpu_self_s / tokens,
+        1e3 * Median(tp.decode_s) / c.decode,
+        1e3 * modes[2].decode_cpu_daemon_s / tokens,
+        1e3 * modes[2].decode_cpu_self_s / tokens,
+        1e3 * Median(modes[2].decode_s) / c.decode));
+    footnotes.push_back(absl::StrFormat(
+        "%s model file %.1f MB, written in %.1f s", name,
+        std::filesystem::file_size(path) / 1e6, write_s));
+    std::fflush(stdout);
+  }
+  const double bw_after = StreamReadGBps(kStreamBytes, 2, 5);
+
+  absl::PrintF(
+      "\nMB/token: bytes one decode token reads (the weights, token_embd one "
+      "row, the F16 KV cache at capacity; tp counts its mirrored weights once "
+      "per member); limit t/s = bandwidth / MB/token; /limit = decode t/s / "
+      "limit t/s; daemon us = remote minus local decode time per token.\n"
+      "argmax=local: each mode decodes local's greedy tokens (teacher-forced) "
+      "and its argmax of the prompt's last row and of each step is compared "
+      "with local's; rel err: max |logit - local's| / max |local's| per row, "
+      "worst over the prompt rows / the decode rows.\n"
+      "tp collectives: the runner and the meta device time none; they are "
+      "counted through a wrapping Communicator, then the same sequence is "
+      "replayed on idle members (median of 200).\n"
+      "streaming read again after the table: %.2f GB/s (%.2f before)\n\n",
+      bw_after, bw);
+  for (const std::string& f : footnotes) absl::PrintF("%s\n", f);
+  return absl::OkStatus();
+}
+
+bool IntFlag(const std::string& arg, const char* name, int64_t min,
+             int64_t* value, bool* bad) {
+  const std::string prefix = absl::StrCat("--", name, "=");
+  if (arg.rfind(prefix, 0) != 0) return false;
+  if (!absl::SimpleAtoi(arg.substr(prefix.size()), value) || *value < min) {
+    *bad = true;
+  }
+  return true;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) {
+  tessera::server::TuneProcess();
+  spdlog::set_level(spdlog::level::warn);
+  tessera::bench::Config c;
+  bool bad = false;
+  for (int i = 1; i < argc && !bad; ++i) {
+    const std::string arg = argv[i];
+    int64_t prompt = c.prompt, decode = c.decode;
+    using tessera::bench::IntFlag;
+    if (IntFlag(arg, "layers", 1, &c.layers, &bad) ||
+        IntFlag(arg, "dim", 32, &c.dim, &bad) ||
+        IntFlag(arg, "ff", 32, &c.ff, &bad) ||
+        IntFlag(arg, "heads", 1, &c.heads, &bad) ||
+        IntFlag(arg, "kv_heads", 1, &c.kv_heads, &bad) ||
+        IntFlag(arg, "vocab", 2, &c.vocab, &bad) ||
+        IntFlag(arg, "ubatch", 1, &c.ubatch, &bad)) {
+      continue;
+    }
+    int64_t rounds = c.rounds;
+    if (IntFlag(arg, "rounds", 1, &rounds, &bad)) {
+      c.rounds = static_cast<int>(rounds);
+    } else if (IntFlag(arg, "prompt", 1, &prompt, &bad)) {
+      c.prompt = static_cast<int>(prompt);
+    } else if (IntFlag(arg, "decode", 1, &decode, &bad)) {
+      c.decode = static_cast<int>(decode);
+    } else if (arg.rfind("--types=", 0) == 0) {
+      c.types = absl::StrSplit(arg.substr(8), ',', absl::SkipEmpty());
+    } else if (arg.rfind("--tesserad=", 0) == 0) {
+      c.tesserad = arg.substr(11);
+    } else {
+      bad = true;
+    }
+  }
+  if (!bad) {
+    // The shape's limits. tp 2 needs a KV head per member, and attn_output
+    // split in whole head groups of whole blocks (the meta device slices a
+    // mirrored quantized weight only at block boundaries).
+    bad = c.dim % c.heads != 0 || c.heads % c.kv_heads != 0 ||
+          c.kv_heads < 2;
+    const int64_t head_group = c.dim / c.heads * (c.heads / c.kv_heads);
+    for (const std::string& type : c.types) {
+      const absl::StatusOr<int32_t> ggml =
+          tessera::bench::GgmlTypeByName(type);
+      if (!ggml.ok()) {
+        bad = true;
+        continue;
+      }
+      const int64_t block =
+          tessera::Traits(*tessera::TesseraTypeFromGgml(*ggml)).block_size;
+      bad |= c.dim % block != 0 || c.ff % block != 0 ||
+             head_group % block != 0;
+    }
+  }
+  if (bad) {
+    absl::FPrintF(
+        stderr,
+        "usage: llama [--layers=N] [--dim=N] [--ff=N] [--heads=N] "
+        "[--kv_heads=N] [--vocab=N] [--prompt=N] [--decode=N] [--ubatch=N] "
+        "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k] [--tesserad=PATH]\n"
+        "heads divides dim, kv_heads (>= 2) divides heads; dim, ff and "
+        "dim / kv_heads are multiples of the block size (32 for q8_0 and "
+        "q4_0, 256 for q4_k)\n");
+    return 2;
+  }
+  if (absl::Status s = tessera::bench::Main(c); !s.ok()) {
+    absl::FPrintF(stderr, "llama: %s\n", s.ToString());
+    return 1;
+  }
+  return 0;
+}
