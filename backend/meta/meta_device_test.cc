@@ -625,6 +625,51 @@ TEST(MetaDeviceTest, TensorTimesPipelineParallelSwitchesGraphs) {
   }
 }
 
+// A column-parallel product leaves h split on axis 0 at 48 rows; the next
+// weight is mirrored and Q8_0 (blocks of 32), so it cannot be sliced at 48:
+// h is gathered and the product computed whole, equal to one device.
+TEST(MetaDeviceTest, QuantizedWeightIsNotSlicedOffItsBlocks) {
+  constexpr int64_t kIn = 64, kHidden = 96, kOut = 32, kTokens = 4;
+  Tp tp(2, 1, 1, [](int n) {
+    return [n](const Tensor& t) -> SplitState {
+      if (t.name == "w0") return SplitState::Even(1, t.ne[1], n, 16).value();
+      return SplitState::Mirrored();
+    };
+  });
+  std::vector<float> w0(kIn * kHidden), w1(kHidden * kOut), x(kIn * kTokens);
+  for (size_t i = 0; i < w0.size(); ++i) w0[i] = std::sin(0.3f * i) * 0.2f;
+  for (size_t i = 0; i < w1.size(); ++i) w1[i] = std::cos(0.7f * i) * 0.2f;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(1.1f * i);
+  std::vector<BlockQ8_0> w1q(kHidden * kOut / 32);
+  QuantizeRowQ8_0(w1.data(), w1q.data(), kHidden * kOut);
+
+  auto run = [&](Device& device) -> std::vector<float> {
+    Context ctx;
+    Tensor* a = ctx.NewTensor(Type::kF32, {kIn, kHidden}).value();
+    Tensor* b = ctx.NewTensor(Type::kQ8_0, {kHidden, kOut}).value();
+    a->name = "w0";
+    b->name = "w1";
+    auto weights = AllocTensors(device.buffer_type(), {a, b}).value();
+    weights->set_usage(BufferUsage::kWeights);
+    EXPECT_TRUE(testing::Write(*a, w0.data()).ok());
+    EXPECT_TRUE(testing::Write(*b, w1q.data()).ok());
+    Tensor* in = testing::NewInput(ctx, Type::kF32, {kIn, kTokens}, "x").value();
+    Tensor* h = MulMat(ctx, a, in).value();
+    Tensor* y = MulMat(ctx, b, h).value();
+    y->flags |= kFlagOutput;
+    Graph graph;
+    EXPECT_TRUE(graph.Expand(y).ok());
+    auto compute = AllocTensors(device.buffer_type(), {in, h, y}).value();
+    compute->set_usage(BufferUsage::kCompute);
+    EXPECT_TRUE(testing::Write(*in, x.data()).ok());
+    auto stream = device.CreateStream().value();
+    absl::Status s = stream->Compute(graph);
+    EXPECT_TRUE(s.ok()) << s;
+    return testing::Read(*y);
+  };
+  EXPECT_LT(Nmse(run(tp.meta()), run(tp.extra(0))), 1e-10);
+}
+
 TEST(MetaDeviceTest, OpWithoutRuleIsNotSupported) {
   Tp tp(2, 1, 0, MlpPolicy);
   Context ctx;

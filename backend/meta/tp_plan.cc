@@ -450,6 +450,11 @@ class Deriver {
       return Clone(node, SplitState::Partial(), {pa.m, pb.m});
     }
     if (sb.is_split() && sb.axis_index() == 0) {
+      // A quantized a is sliced on whole blocks only; else b is gathered.
+      const int64_t block = Traits(a->type).block_size;
+      bool on_blocks = true;
+      for (int64_t l : sb.lengths) on_blocks &= l % block == 0;
+      if (!on_blocks) return AllWhole(node);
       TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor*> as, SliceLike(pa, *a, sb));
       return Clone(node, SplitState::Partial(), {as, pb.m});
     }
