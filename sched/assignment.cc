@@ -44,7 +44,7 @@ bool DoesNoWork(const Tensor& t) { return t.op == Op::kNone || IsViewOp(t.op); }
 
 bool IsConstant(const Tensor& t) {
   const Tensor* cur = &t;
-  while (cur != nullptr && IsViewOp(cur->op)) {
+  while (cur != nullptr && cur->op != Op::kNone && IsViewOp(cur->op)) {
     cur = cur->src[0] != nullptr ? cur->src[0] : cur->view_src;
   }
   return cur != nullptr && cur->op == Op::kNone;

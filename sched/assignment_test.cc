@@ -133,6 +133,27 @@ TEST_F(AssignmentTest, ViewsFollowTheirSourceAndPinnedUnsupportedOpsMove) {
   EXPECT_EQ(ids.at(r), 1);
 }
 
+TEST_F(AssignmentTest, ConstantsInReachableMemoryAreReadInPlace) {
+  Tensor* x = Input({8, 2});
+  Tensor* w = Weight(cpu(1), {8, 8}, "w");
+  Tensor* wt = Named(View(ctx_, w, {8, 4}, {w->nb[1]}, 0).value(), "wt");
+  Tensor* y = Named(MulMat(ctx_, w, x).value(), "y");
+  Tensor* z = Named(MulMat(ctx_, wt, y).value(), "z");
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(z).ok());
+  StreamSet streams = Streams(2);
+  StreamAssignment pins;
+  pins[y] = 0;
+  pins[z] = 0;
+  StreamAssignment ids = AssignStreams(graph, pins, streams).value();
+  ASSERT_EQ(ids.at(y), 0);
+  ASSERT_EQ(ids.at(z), 0);
+  // cpu0 computes on cpu1's host memory: neither the weight nor a view of
+  // it is copied.
+  SplitPlan plan = BuildSplitPlan(graph, ids, streams, /*n_copies=*/1);
+  EXPECT_EQ(plan.n_copied, 0);
+}
+
 TEST_F(AssignmentTest, SplitPlanShadowsTheGraphAndMakesSlotsPerCopy) {
   Tensor* x = Input({8, 2});
   Tensor* w0 = Weight(cpu(0), {8, 8}, "w0");
