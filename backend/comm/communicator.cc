@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -137,6 +138,20 @@ absl::Status CheckInPlaceOnly(const std::vector<Placed>& small,
   return absl::OkStatus();
 }
 
+// The streams, then the send and the recv tensors of a two-sided
+// collective.
+absl::StatusOr<std::pair<std::vector<Placed>, std::vector<Placed>>>
+CheckSendRecv(const Communicator& comm, absl::Span<Stream* const> streams,
+              absl::Span<Tensor* const> send, absl::Span<Tensor* const> recv,
+              bool reduced, absl::string_view where) {
+  TESSERA_RETURN_IF_ERROR(CheckStreams(comm, streams, where));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Placed> sends,
+                           CheckTensors(comm, send, "send", reduced, where));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Placed> recvs,
+                           CheckTensors(comm, recv, "recv", reduced, where));
+  return std::make_pair(std::move(sends), std::move(recvs));
+}
+
 }  // namespace
 
 bool IsReducedType(Type type) {
@@ -159,13 +174,10 @@ absl::Status CheckAllGatherArgs(const Communicator& comm,
                                 absl::Span<Tensor* const> send,
                                 absl::Span<Tensor* const> recv,
                                 absl::string_view where) {
-  TESSERA_RETURN_IF_ERROR(CheckStreams(comm, streams, where));
   TESSERA_ASSIGN_OR_RETURN(
-      std::vector<Placed> sends,
-      CheckTensors(comm, send, "send", /*reduced=*/false, where));
-  TESSERA_ASSIGN_OR_RETURN(
-      std::vector<Placed> recvs,
-      CheckTensors(comm, recv, "recv", /*reduced=*/false, where));
+      auto placed,
+      CheckSendRecv(comm, streams, send, recv, /*reduced=*/false, where));
+  const auto& [sends, recvs] = placed;
   if (recvs[0].bytes != sends[0].bytes * comm.size()) {
     return Invalid(where, absl::StrCat("recv tensors have ", recvs[0].bytes,
                                        " bytes, not ", comm.size(), " x ",
@@ -180,13 +192,10 @@ absl::Status CheckReduceScatterArgs(const Communicator& comm,
                                     absl::Span<Tensor* const> send,
                                     absl::Span<Tensor* const> recv,
                                     absl::string_view where) {
-  TESSERA_RETURN_IF_ERROR(CheckStreams(comm, streams, where));
   TESSERA_ASSIGN_OR_RETURN(
-      std::vector<Placed> sends,
-      CheckTensors(comm, send, "send", /*reduced=*/true, where));
-  TESSERA_ASSIGN_OR_RETURN(
-      std::vector<Placed> recvs,
-      CheckTensors(comm, recv, "recv", /*reduced=*/true, where));
+      auto placed,
+      CheckSendRecv(comm, streams, send, recv, /*reduced=*/true, where));
+  const auto& [sends, recvs] = placed;
   if (recv[0]->type != send[0]->type) {
     return Invalid(
         where,
