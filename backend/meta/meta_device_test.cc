@@ -520,21 +520,34 @@ TEST(MetaDeviceTest, SchedulerRunsMetaStage) {
   }
 }
 
-TEST(MetaDeviceTest, TensorTimesPipelineParallel) {
-  // Two stages of two members each, and a CPU device for the fallback.
-  Tp tp(2, 2, 1, MlpPolicy);
-  Weights first({&tp.meta(0)});
-  Weights second({&tp.meta(1)});
+// Two meta stages of two members each (stage s computes MLP s of two
+// layers) and a CPU device for the fallback, under one scheduler.
+struct TwoMetaStages {
+  Tp tp{2, 2, 1, MlpPolicy};
+  Weights first{{&tp.meta(0)}};
+  Weights second{{&tp.meta(1)}};
   Mlp a = Mlp::Make(first, 2).value();
   Mlp b = Mlp::Make(second, 2).value();
-  ASSERT_TRUE(first.Upload().ok());
-  ASSERT_TRUE(second.Upload().ok());
-  auto s0 = tp.meta(0).CreateStream().value();
-  auto s1 = tp.meta(1).CreateStream().value();
-  auto cpu = tp.extra(0).CreateStream().value();
-  auto sched =
-      Scheduler::Create({s0.get(), s1.get(), cpu.get()}, {}, {.n_copies = 4})
-          .value();
+  std::unique_ptr<Stream> s0, s1, cpu;
+  std::unique_ptr<Scheduler> sched;
+
+  explicit TwoMetaStages(int n_copies) {
+    EXPECT_TRUE(first.Upload().ok());
+    EXPECT_TRUE(second.Upload().ok());
+    s0 = tp.meta(0).CreateStream().value();
+    s1 = tp.meta(1).CreateStream().value();
+    cpu = tp.extra(0).CreateStream().value();
+    sched = Scheduler::Create({s0.get(), s1.get(), cpu.get()}, {},
+                              {.n_copies = n_copies})
+                .value();
+  }
+};
+
+TEST(MetaDeviceTest, TensorTimesPipelineParallel) {
+  TwoMetaStages stages(4);
+  Mlp& a = stages.a;
+  Mlp& b = stages.b;
+  Scheduler* sched = stages.sched.get();
   Context ctx;
   Tensor* x =
       testing::NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
@@ -568,19 +581,10 @@ TEST(MetaDeviceTest, TensorTimesPipelineParallel) {
 // readers are clones too), else the meta stream derives, and caches, a plan
 // in which the readers see the copy-0 node as an input from elsewhere.
 TEST(MetaDeviceTest, TensorTimesPipelineParallelSwitchesGraphs) {
-  Tp tp(2, 2, 1, MlpPolicy);
-  Weights first({&tp.meta(0)});
-  Weights second({&tp.meta(1)});
-  Mlp a = Mlp::Make(first, 2).value();
-  Mlp b = Mlp::Make(second, 2).value();
-  ASSERT_TRUE(first.Upload().ok());
-  ASSERT_TRUE(second.Upload().ok());
-  auto s0 = tp.meta(0).CreateStream().value();
-  auto s1 = tp.meta(1).CreateStream().value();
-  auto cpu = tp.extra(0).CreateStream().value();
-  auto sched =
-      Scheduler::Create({s0.get(), s1.get(), cpu.get()}, {}, {.n_copies = 2})
-          .value();
+  TwoMetaStages stages(2);
+  Mlp& a = stages.a;
+  Mlp& b = stages.b;
+  Scheduler* sched = stages.sched.get();
   struct Built {
     Context ctx;
     Tensor* x = nullptr;
