@@ -18,6 +18,67 @@
 namespace tessera {
 namespace {
 
+// How an op's split is derived: the one list of the ops that have a rule.
+enum class Rule {
+  kNone,     // no rule: SupportsOp is false
+  kLeaf,     // a tensor of the graph's inputs or weights
+  kMulMat,   // MulMatRule
+  kBinary,   // elementwise with a broadcast operand
+  kGlu,      // binary with two operands, per row with one
+  kFollow,   // elementwise of one operand
+  kRow,      // per row, keeping a split that does not cut a row
+  kWhole,    // computed on whole operands
+  kView,     // views and reshapes
+  kSetRows,  // SetRowsRule
+  kFlashAttn,
+};
+
+Rule RuleOf(Op op) {
+  switch (op) {
+    case Op::kNone:
+      return Rule::kLeaf;
+    case Op::kMulMat:
+      return Rule::kMulMat;
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+      return Rule::kBinary;
+    case Op::kGlu:
+      return Rule::kGlu;
+    case Op::kScale:
+    case Op::kSqr:
+    case Op::kSqrt:
+    case Op::kLog:
+    case Op::kUnary:
+    case Op::kCont:
+    case Op::kDup:
+      return Rule::kFollow;
+    case Op::kRmsNorm:
+    case Op::kNorm:
+    case Op::kSoftMax:
+    case Op::kRope:
+      return Rule::kRow;
+    case Op::kGetRows:
+    case Op::kSumRows:
+    case Op::kMean:
+    case Op::kArgmax:
+    case Op::kConcat:
+      return Rule::kWhole;
+    case Op::kReshape:
+    case Op::kView:
+    case Op::kPermute:
+    case Op::kTranspose:
+      return Rule::kView;
+    case Op::kSetRows:
+      return Rule::kSetRows;
+    case Op::kFlashAttnExt:
+      return Rule::kFlashAttn;
+    default:
+      return Rule::kNone;
+  }
+}
+
 // A tensor as the members hold it: its state and one tensor per member.
 struct Placed {
   SplitState state;
@@ -356,50 +417,32 @@ class Deriver {
   }
 
   absl::Status DeriveNode(Tensor* node) {
-    switch (node->op) {
-      case Op::kNone:
+    switch (RuleOf(node->op)) {
+      case Rule::kLeaf:
         return Get(node).status();
-      case Op::kMulMat:
+      case Rule::kMulMat:
         return MulMatRule(node);
-      case Op::kAdd:
-      case Op::kSub:
-      case Op::kMul:
-      case Op::kDiv:
+      case Rule::kBinary:
         return BinaryRule(node);
-      case Op::kGlu:
+      case Rule::kGlu:
         if (node->src[1] != nullptr) return BinaryRule(node);
         return RowRule(node, /*keeps_axis0=*/false);
-      case Op::kScale:
-      case Op::kSqr:
-      case Op::kSqrt:
-      case Op::kLog:
-      case Op::kUnary:
-      case Op::kCont:
-      case Op::kDup:
+      case Rule::kFollow:
         return FollowRule(node);
-      case Op::kRmsNorm:
-      case Op::kNorm:
-      case Op::kSoftMax:
-      case Op::kRope:
+      case Rule::kRow:
         return RowRule(node, false);
-      case Op::kGetRows:
-      case Op::kSumRows:
-      case Op::kMean:
-      case Op::kArgmax:
-      case Op::kConcat:
+      case Rule::kWhole:
         return AllWhole(node);
-      case Op::kReshape:
-      case Op::kView:
-      case Op::kPermute:
-      case Op::kTranspose:
+      case Rule::kView:
         return ViewRule(node);
-      case Op::kSetRows:
+      case Rule::kSetRows:
         return SetRowsRule(node);
-      case Op::kFlashAttnExt:
+      case Rule::kFlashAttn:
         return FlashAttnRule(node);
-      default:
-        return absl::UnimplementedError("no tensor-parallel rule for the op");
+      case Rule::kNone:
+        break;
     }
+    return absl::UnimplementedError("no tensor-parallel rule for the op");
   }
 
   absl::Status MulMatRule(Tensor* node) {
@@ -807,40 +850,7 @@ class Deriver {
 }  // namespace
 
 bool HasSplitRule(const Tensor& node) {
-  switch (node.op) {
-    case Op::kNone:
-    case Op::kMulMat:
-    case Op::kAdd:
-    case Op::kSub:
-    case Op::kMul:
-    case Op::kDiv:
-    case Op::kGlu:
-    case Op::kScale:
-    case Op::kSqr:
-    case Op::kSqrt:
-    case Op::kLog:
-    case Op::kUnary:
-    case Op::kCont:
-    case Op::kDup:
-    case Op::kRmsNorm:
-    case Op::kNorm:
-    case Op::kSoftMax:
-    case Op::kRope:
-    case Op::kGetRows:
-    case Op::kSumRows:
-    case Op::kMean:
-    case Op::kArgmax:
-    case Op::kConcat:
-    case Op::kReshape:
-    case Op::kView:
-    case Op::kPermute:
-    case Op::kTranspose:
-    case Op::kSetRows:
-    case Op::kFlashAttnExt:
-      return true;
-    default:
-      return false;
-  }
+  return RuleOf(node.op) != Rule::kNone;
 }
 
 std::vector<const void*> Fingerprint(const Graph& graph) {
