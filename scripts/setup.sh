@@ -15,6 +15,12 @@ packages=(
   python3 python3-grpcio python3-protobuf python3-numpy python3-torch
 )
 
+# The deployment checks (tests/deploy) run kubectl and node; keep any that
+# the machine already has from elsewhere.
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
+
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
@@ -31,4 +37,25 @@ if [ "${#missing[@]}" -gt 0 ]; then
     "${missing[@]}"
 else
   echo "All build packages are installed."
+fi
+
+# npm packages of the deployment checks: Kubernetes API schema validators
+# and a YAML parser, installed globally (`npm root -g`).
+npm_packages=(
+  kubernetes-models@4.5.1 @kubernetes-models/prometheus-operator@4.4.4
+  js-yaml@4.1.0
+)
+npm_root="$(npm root -g)"
+npm_missing=()
+for p in "${npm_packages[@]}"; do
+  name="${p%@*}"
+  version="${p##*@}"
+  grep -q "\"version\": \"${version}\"" "$npm_root/$name/package.json" 2>/dev/null ||
+    npm_missing+=("$p")
+done
+if [ "${#npm_missing[@]}" -gt 0 ]; then
+  echo "Installing npm packages: ${npm_missing[*]}"
+  $sudo npm install -g --no-audit --no-fund "${npm_missing[@]}"
+else
+  echo "All npm packages are installed."
 fi
