@@ -50,7 +50,10 @@ npm_missing=()
 for p in "${npm_packages[@]}"; do
   name="${p%@*}"
   version="${p##*@}"
-  grep -q "\"version\": \"${version}\"" "$npm_root/$name/package.json" 2>/dev/null ||
+  # Installed at that version, and loads (its dependencies are there too).
+  grep -q "\"version\": \"${version}\"" "$npm_root/$name/package.json" 2>/dev/null &&
+    NODE_PATH="$npm_root" node -e "require('$name/package.json'); require('$name')" \
+      2>/dev/null ||
     npm_missing+=("$p")
 done
 if [ "${#npm_missing[@]}" -gt 0 ]; then

@@ -6,7 +6,8 @@
 // same objects as the overlays, and every ConfigMap key is a tesserad flag.
 //
 // Environment: RENDERED (render_all.sh's output folder), TESSERAD_HELP (a
-// file with `tesserad --help`), LWS_CRD (the CRD file).
+// file with `tesserad --help`), TESSERAD (the daemon), LWS_CRD (the CRD
+// file).
 
 'use strict';
 
@@ -15,6 +16,8 @@ const assert = require('node:assert');
 const fs = require('fs');
 const path = require('path');
 const yaml = require('js-yaml');
+const { spawn } = require('child_process');
+const os = require('os');
 const { validateCustomResource } = require('./crd_schema');
 
 const rendered = process.env.RENDERED;
@@ -284,3 +287,47 @@ test('every ConfigMap key is a flag tesserad accepts', () => {
     }
   }
 });
+
+// tesserad started with a ConfigMap's variables as its environment; the
+// addresses, files and devices the pod provides are replaced by local ones.
+// Resolves to the exit status after SIGTERM once it listens.
+function runWithConfig(data) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tesserad-'));
+  fs.writeFileSync(path.join(dir, 'token'), 'test-token\n');
+  const env = {
+    ...data,
+    TESSERA_LISTEN: '127.0.0.1:0',
+    TESSERA_METRICS_LISTEN: '127.0.0.1:0',
+    TESSERA_PORT_FILE: path.join(dir, 'port'),
+    TESSERA_TOKEN_FILE: path.join(dir, 'token'),
+    TESSERA_CACHE_DIR: dir,
+    TESSERA_DEVICES: 'cpu',  // no GPU here: the other values are the point
+  };
+  const daemon = spawn(process.env.TESSERAD, [], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  daemon.stderr.on('data', (d) => { log += d; });
+  return new Promise((resolve, reject) => {
+    const poll = setInterval(() => {
+      if (fs.existsSync(env.TESSERA_PORT_FILE)) {
+        clearInterval(poll);
+        daemon.kill('SIGTERM');
+      }
+    }, 50);
+    daemon.on('exit', (code) => {
+      clearInterval(poll);
+      fs.rmSync(dir, { recursive: true, force: true });
+      if (code === 0) resolve(log);
+      else reject(new Error(`tesserad exited ${code}: ${log}`));
+    });
+  });
+}
+
+for (const name of [...overlays, 'helm-tls']) {
+  test(`${name}: tesserad starts with the ConfigMap's values`, async () => {
+    const { data } = one(load(name), 'ConfigMap');
+    // The TLS files of the rendering are stand-ins, not PEM.
+    const usable = Object.fromEntries(Object.entries(data).filter(([k]) => !k.startsWith('TESSERA_TLS_')));
+    const log = await runWithConfig(usable);
+    assert.match(log, /draining/);
+  });
+}
