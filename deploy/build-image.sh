@@ -10,7 +10,8 @@
 #        the local CUDA Toolkit ($CUDA_PATH, else /usr/local/cuda). The
 #        driver (libcuda) comes from the node.
 #
-# Output, under OUT_DIR (default deploy/out, ignored by git):
+# Output, under OUT_DIR (default /var/tmp/tessera-image; outside the
+# workspace, where `bazel test //...` would walk into the root filesystem):
 #   oci/               an OCI image layout with the tags cpu and gpu
 #   rootfs-cpu/        the cpu image's root filesystem (for chroot checks)
 #   packages.txt       the Debian packages the binaries need
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-out="$(mkdir -p "${1:-$repo/deploy/out}" && cd "${1:-$repo/deploy/out}" && pwd)"
+out="$(mkdir -p "${1:-/var/tmp/tessera-image}" && cd "${1:-/var/tmp/tessera-image}" && pwd)"
 cuda="${CUDA_PATH:-/usr/local/cuda}"
 suite=bookworm
 uid=10001
@@ -99,14 +100,8 @@ rootfs="$out/rootfs-cpu"
 rm -rf "$rootfs"
 sources=/etc/apt/sources.list.d/debian.sources  # the archive as apt reaches it
 [ -f "$sources" ] || sources=/etc/apt/sources.list
-mmdebstrap --variant=extract --mode=root --format=directory \
-  --include="$(paste -sd, "$out/packages.txt")" \
-  --dpkgopt='path-exclude=/usr/share/doc/*' \
-  --dpkgopt='path-exclude=/usr/share/man/*' \
-  --dpkgopt='path-exclude=/usr/share/locale/*' \
-  "$suite" "$rootfs" "$sources" 2>&1 |
-  grep -v '^I: ' || true
-test -x "$rootfs/lib64/ld-linux-x86-64.so.2" || { echo "root filesystem incomplete" >&2; exit 1; }
+mmdebstrap --quiet --variant=extract --mode=root --format=directory \
+  --include="$(paste -sd, "$out/packages.txt")" "$suite" "$rootfs" "$sources"
 rm -rf "$rootfs/var/cache/apt" "$rootfs/var/lib/apt/lists" "$rootfs/usr/share/doc" \
   "$rootfs/usr/share/man" "$rootfs/usr/share/locale"
 

@@ -16,8 +16,7 @@ if [ "${1:-}" = "--chroot" ]; then
   mode=chroot
   shift
 fi
-repo="$(cd "$(dirname "$0")/.." && pwd)"
-out="$(cd "${1:-$repo/deploy/out}" && pwd)"
+out="$(cd "${1:-/var/tmp/tessera-image}" && pwd)"
 uid=10001
 work="$(mktemp -d)"
 container=""

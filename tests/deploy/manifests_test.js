@@ -1,9 +1,11 @@
 // Checks the rendered deployment manifests (tests/deploy/render_all.sh):
 // every object validates against its Kubernetes API schema (the
-// kubernetes-models validators; the LeaderWorkerSet against the CRD kept in
+// kubernetes-models validators: types, required fields, enums, though not
+// unknown fields; the LeaderWorkerSet strictly against the CRD kept in
 // deploy/k8s/schemas), each workload has the probes, drain timing, security
 // context and wiring the deployment relies on, the Helm chart renders the
-// same objects as the overlays, and every ConfigMap key is a tesserad flag.
+// same objects as the overlays, every ConfigMap key is a tesserad flag, and
+// tesserad starts with the ConfigMaps' values.
 //
 // Environment: RENDERED (render_all.sh's output folder), TESSERAD_HELP (a
 // file with `tesserad --help`), TESSERAD (the daemon), LWS_CRD (the CRD
@@ -13,11 +15,11 @@
 
 const test = require('node:test');
 const assert = require('node:assert');
+const { spawn } = require('child_process');
 const fs = require('fs');
+const os = require('os');
 const path = require('path');
 const yaml = require('js-yaml');
-const { spawn } = require('child_process');
-const os = require('os');
 const { validateCustomResource } = require('./crd_schema');
 
 const rendered = process.env.RENDERED;
