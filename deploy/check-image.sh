@@ -20,8 +20,10 @@ out="$(cd "${1:-/var/tmp/tessera-image}" && pwd)"
 uid=10001
 work="$(mktemp -d)"
 container=""
+pulled=()
 cleanup() {
   if [ -n "$container" ]; then podman rm -f "$container" >/dev/null 2>&1 || true; fi
+  if [ "${#pulled[@]}" -gt 0 ]; then podman rmi -f "${pulled[@]}" >/dev/null 2>&1 || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -83,6 +85,7 @@ podman_check() {  # podman_check TAG
   rm -f "$work/run/port"
   local image
   image="$(podman pull -q "oci:$out/oci:$tag")"
+  pulled+=("$image")
   container="tessera-check-$tag-$$"
   # runc: crun refuses this machine's hybrid cgroup setup. The ulimits keep
   # the runtime from raising limits, which needs CAP_SYS_RESOURCE.
