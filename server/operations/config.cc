@@ -208,6 +208,17 @@ const Flag kFlags[] = {
        return absl::OkStatus();
      },
      [](const Config& c) { return absl::StrCat(c.limits.max_sessions); }},
+    {"max_execute_streams", "N", "most Execute streams open at once",
+     [](absl::string_view v, Config& c) {
+       absl::StatusOr<uint64_t> n = ParseCount(v, 1 << 20);
+       if (!n.ok()) return n.status();
+       if (*n == 0) return Bad("at least 1");
+       c.limits.max_execute_streams = *n;
+       return absl::OkStatus();
+     },
+     [](const Config& c) {
+       return absl::StrCat(c.limits.max_execute_streams);
+     }},
     {"max_graph_nodes", "N", "most tensors in one graph",
      [](absl::string_view v, Config& c) {
        absl::StatusOr<uint64_t> n = ParseCount(v, 1 << 24);
