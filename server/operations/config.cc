@@ -77,7 +77,7 @@ struct Flag {
 
 const Flag kFlags[] = {
     {"listen", "HOST:PORT",
-     "address to serve on; port 0 picks one",
+     "address to serve on; port 0 picks one; unix:PATH for a Unix socket",
      [](absl::string_view v, Config& c) {
        if (v.empty() || v.rfind(':') == absl::string_view::npos) {
          return Bad("HOST:PORT");

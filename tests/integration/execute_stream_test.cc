@@ -1,5 +1,5 @@
 // Execute and Attach streams against a real tesserad: an execution's error
-// is its own; idle streams cost the daemon no threads; responses the client
+// is its own; Execute over a Unix socket; idle streams cost the daemon no threads; responses the client
 // does not read count against its session's quota; the stream cap; the
 // DRAINING event and --drain_timeout on SIGTERM.
 
@@ -129,6 +129,38 @@ TEST(ExecuteStreamTest, AnExecutionsErrorIsItsOwn) {
         EXPECT_EQ(got[r * kCols + c], as[k][bs[k][r] * kCols + c])
             << "execution " << k << " row " << r << " col " << c;
       }
+    }
+  }
+}
+
+TEST(ExecuteStreamTest, ExecutesOverAUnixSocket) {
+  auto daemon = DaemonProcess::Start({"--devices=cpu:1", "--threads=1"},
+                                     absl::Seconds(120),
+                                     DaemonProcess::Listen::kUnix)
+                    .value();
+  ASSERT_EQ(daemon->address().rfind("unix:", 0), 0u) << daemon->address();
+  auto client = Client::Connect(daemon->address()).value();
+  Context ctx;
+  Tensor* a = ctx.NewTensor(Type::kF32, {kCols, kRows}).value();
+  Tensor* b = ctx.NewTensor(Type::kI32, {kPicks}).value();
+  a->flags |= kFlagInput;
+  b->flags |= kFlagInput;
+  Tensor* out = GetRows(ctx, a, b).value();
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(out).ok());
+  auto remote = RemoteGraph::Register(*client, graph, {}).value();
+  std::vector<float> as;
+  for (int64_t i = 0; i < kCols * kRows; ++i) as.push_back(i);
+  const std::vector<int32_t> bs = {7, 0, 2};
+  std::vector<float> got(kCols * kPicks);
+  ASSERT_TRUE(remote
+                  ->Run({{a, as.data(), as.size() * sizeof(float)},
+                         {b, bs.data(), bs.size() * sizeof(int32_t)}},
+                        {{out, got.data(), got.size() * sizeof(float)}})
+                  .ok());
+  for (int64_t r = 0; r < kPicks; ++r) {
+    for (int64_t c = 0; c < kCols; ++c) {
+      EXPECT_EQ(got[r * kCols + c], as[bs[r] * kCols + c]);
     }
   }
 }
