@@ -42,15 +42,17 @@ class ExecuteReactor final
     item->request = std::move(request_);
     request_.Clear();
     queued_.push_back(std::move(item));
-    if (held_ < context_.limits.max_queued_executions) {
-      StartRead(&request_);
-    } else {
-      read_paused_ = true;
-    }
+    const bool may_read = held_ < context_.limits.max_queued_executions;
+    read_paused_ = !may_read;
     if (driving_) {
+      if (may_read) StartRead(&request_);
       mu_.Unlock();
       return;
     }
+    // The next read starts once this request's response is on its way
+    // (or the driver hands off): starting a read costs time that would
+    // otherwise delay this response.
+    read_owed_ = may_read;
     driving_ = true;
     Drive(/*on_callback_thread=*/true);
   }
@@ -212,6 +214,12 @@ class ExecuteReactor final
       }
       if (!submitted_.empty()) {
         Item& item = *submitted_.front();
+        // A read started while the execution runs costs this response
+        // nothing.
+        if (on_callback_thread && item.execution != nullptr &&
+            !item.execution->IsDone()) {
+          StartOwedRead();
+        }
         if (on_callback_thread && !AwaitBriefly(item)) return HandOff();
         mu_.Unlock();
         const Outcome outcome = Complete(item);
@@ -228,8 +236,10 @@ class ExecuteReactor final
         }
         to_write_.push_back(std::move(done));
         WriteNext();
+        StartOwedRead();
         continue;
       }
+      StartOwedRead();
       driving_ = false;
       const bool gone = done_;
       mu_.Unlock();
@@ -241,11 +251,18 @@ class ExecuteReactor final
   // Continues the driver on the work queue. Called with mu_ held; returns
   // with it released.
   void HandOff() ABSL_UNLOCK_FUNCTION(mu_) {
+    StartOwedRead();
     mu_.Unlock();
     context_.work.Post([this] {
       mu_.Lock();
       Drive(/*on_callback_thread=*/false);
     });
+  }
+
+  void StartOwedRead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!read_owed_) return;
+    read_owed_ = false;
+    if (!stopping_) StartRead(&request_);
   }
 
   // A request's response is written (or dropped).
@@ -296,6 +313,8 @@ class ExecuteReactor final
   size_t held_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<InFlight::Hold> busy_ ABSL_GUARDED_BY(mu_);
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  // The driver starts the next read (see OnReadDone).
+  bool read_owed_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   // A driver runs (on the callback thread or the work queue).
   bool driving_ ABSL_GUARDED_BY(mu_) = false;
