@@ -1,10 +1,13 @@
-// Round trip of a small compute through tesserad: a 1-op graph and a
-// 100-op chain on 16 floats, reading the 64-byte result, as one-shot
-// Compute and as a registered graph's Execute, with a 64-byte TCP
-// ping-pong over 127.0.0.1 and the floor of any gRPC round trip (a 64-byte
-// echo on an open stream, bench/grpc_echo.h) in the same run.
+// Round trip of a small compute through tesserad, each daemon a process
+// of its own: a 1-op graph and a 100-op chain on 16 floats, reading the
+// 64-byte result, as one-shot Compute and as a registered graph's Execute
+// over TCP and over a Unix socket; 100-op executions one at a time and 8 in
+// flight on one stream; and in the same run the floor of any gRPC round
+// trip (a 64-byte echo on an open stream, bench/grpc_echo.h) and a 64-byte
+// TCP ping-pong between two threads. Ends with the targets as ratios.
 //
-//   bazel run -c opt //bench:rtt [-- --n=N --target=HOST:PORT]
+//   bazel run -c opt //bench:rtt [-- --n=N --target=HOST:PORT
+//                                    --unix_target=unix:PATH]
 
 #include <algorithm>
 #include <chrono>
@@ -16,7 +19,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "bench/bench_daemon.h"
 #include "bench/grpc_echo.h"
 #include "bench/loopback.h"
 #include "client/client.h"
@@ -29,6 +31,7 @@
 #include "backend/alloc/tensor_allocator.h"
 #include "server/operations/process_tuning.h"
 #include "spdlog/spdlog.h"
+#include "tests/integration/daemon_process.h"
 
 namespace tessera::bench {
 namespace {
@@ -57,82 +60,170 @@ absl::StatusOr<Row> Measure(const std::string& name, int n,
   return Row{name, Percentile(us, 0.5), Percentile(us, 0.99)};
 }
 
-absl::Status Main(int n, const std::string& target_flag) {
-  TESSERA_ASSIGN_OR_RETURN(BenchDaemon daemon, StartBenchDaemon(target_flag));
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> client,
-                           client::Client::Connect(daemon.target));
-  TESSERA_ASSIGN_OR_RETURN(auto devices,
-                           client::RemoteDevice::ListAll(*client));
+// The graph x + c + c + ... (`ops` adds) with c on the daemon, and one
+// execution's input and output.
+struct Chain {
+  Graph graph;
+  Tensor* y = nullptr;
+  std::vector<client::TensorInput> in;
+  std::vector<client::TensorOutput> out;
+};
 
-  // c lives on the daemon; x is sent with each request.
-  Context ctx;
-  TESSERA_ASSIGN_OR_RETURN(Tensor * c, ctx.NewTensor(Type::kF32, {kElems}));
-  c->name = "c";
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> weights,
-                           AllocTensors(devices[0]->buffer_type(), {c}));
-  std::vector<float> ones(kElems, 1.0f);
-  TESSERA_RETURN_IF_ERROR(c->buffer->SetTensor(*c, ones.data(), 0, 64));
-  TESSERA_ASSIGN_OR_RETURN(Tensor * x, ctx.NewTensor(Type::kF32, {kElems}));
-  x->name = "x";
-  std::vector<float> input(kElems, 0.5f), result(kElems);
+absl::StatusOr<Chain> MakeChain(Context& ctx, Tensor* x, Tensor* c, int ops,
+                                std::vector<float>& input,
+                                std::vector<float>& result) {
+  Chain chain;
+  chain.y = x;
+  for (int i = 0; i < ops; ++i) {
+    TESSERA_ASSIGN_OR_RETURN(chain.y, Add(ctx, chain.y, c));
+  }
+  chain.y->flags |= kFlagOutput;
+  TESSERA_RETURN_IF_ERROR(chain.graph.Expand(chain.y));
+  chain.in = {{x, input.data(), 64}};
+  chain.out = {{chain.y, result.data(), 64}};
+  return chain;
+}
+
+// Executions per second of `graph` with `in_flight` sent ahead on one
+// Execute stream, over `count` executions.
+absl::StatusOr<double> Throughput(client::RemoteGraph& graph,
+                                  const Chain& chain, int in_flight,
+                                  int count) {
+  const std::vector<const Tensor*> wanted = {chain.y};
+  const auto start = std::chrono::steady_clock::now();
+  int sent = 0;
+  for (; sent < std::min(in_flight, count); ++sent) {
+    TESSERA_RETURN_IF_ERROR(graph.Submit(chain.in, wanted));
+  }
+  for (int received = 0; received < count; ++received) {
+    TESSERA_RETURN_IF_ERROR(graph.Receive(chain.out));
+    if (sent < count) {
+      TESSERA_RETURN_IF_ERROR(graph.Submit(chain.in, wanted));
+      ++sent;
+    }
+  }
+  return count / std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - start)
+                     .count();
+}
+
+absl::Status Main(int n, const std::string& tcp_target,
+                  const std::string& unix_target) {
+  // The daemons, each a process of its own unless given.
+  const std::vector<std::string> flags = {"--devices=cpu", "--threads=1",
+                                          "--log_level=warn"};
+  std::unique_ptr<testing::DaemonProcess> tcp_daemon, unix_daemon;
+  std::string tcp = tcp_target, unix = unix_target;
+  if (tcp.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(tcp_daemon, testing::DaemonProcess::Start(flags));
+    tcp = tcp_daemon->address();
+  }
+  if (unix.empty() && tcp_target.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(
+        unix_daemon,
+        testing::DaemonProcess::Start(flags, absl::Seconds(120),
+                                      testing::DaemonProcess::Listen::kUnix));
+    unix = unix_daemon->address();
+  }
 
   std::vector<Row> rows;
-  for (int ops : {1, 100}) {
-    Tensor* y = x;
-    for (int i = 0; i < ops; ++i) {
-      TESSERA_ASSIGN_OR_RETURN(y, Add(ctx, y, c));
-    }
-    y->flags |= kFlagOutput;
-    Graph graph;
-    TESSERA_RETURN_IF_ERROR(graph.Expand(y));
-    const std::vector<client::TensorInput> in = {{x, input.data(), 64}};
-    const std::vector<client::TensorOutput> out = {{y, result.data(), 64}};
-    auto check = [&]() -> absl::Status {
-      if (result[0] != 0.5f + ops) {
-        return absl::InternalError(absl::StrCat("wrong result ", result[0]));
+  Row execute_1;
+  double one_at_a_time = 0, eight_in_flight = 0;
+  for (const std::string& target : {tcp, unix}) {
+    if (target.empty()) continue;
+    const bool over_tcp = target == tcp;
+    const std::string where = over_tcp ? "TCP" : "unix";
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> client,
+                             client::Client::Connect(target));
+    TESSERA_ASSIGN_OR_RETURN(auto devices,
+                             client::RemoteDevice::ListAll(*client));
+    // c lives on the daemon; x is sent with each request.
+    Context ctx;
+    TESSERA_ASSIGN_OR_RETURN(Tensor * c, ctx.NewTensor(Type::kF32, {kElems}));
+    c->name = "c";
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> weights,
+                             AllocTensors(devices[0]->buffer_type(), {c}));
+    std::vector<float> ones(kElems, 1.0f);
+    TESSERA_RETURN_IF_ERROR(c->buffer->SetTensor(*c, ones.data(), 0, 64));
+    TESSERA_ASSIGN_OR_RETURN(Tensor * x, ctx.NewTensor(Type::kF32, {kElems}));
+    x->name = "x";
+    std::vector<float> input(kElems, 0.5f), result(kElems);
+
+    for (int ops : {1, 100}) {
+      TESSERA_ASSIGN_OR_RETURN(Chain chain,
+                               MakeChain(ctx, x, c, ops, input, result));
+      auto check = [&]() -> absl::Status {
+        if (result[0] != 0.5f + ops) {
+          return absl::InternalError(absl::StrCat("wrong result ", result[0]));
+        }
+        return absl::OkStatus();
+      };
+      if (over_tcp) {
+        TESSERA_ASSIGN_OR_RETURN(
+            Row compute,
+            Measure(absl::StrCat("Compute, ", ops, "-op graph, TCP"), n / 2,
+                    [&]() -> absl::Status {
+                      TESSERA_RETURN_IF_ERROR(
+                          client->Compute(chain.graph, chain.in, chain.out));
+                      return check();
+                    }));
+        rows.push_back(compute);
       }
-      return absl::OkStatus();
-    };
-    TESSERA_ASSIGN_OR_RETURN(
-        Row compute,
-        Measure(absl::StrCat("Compute, ", ops, "-op graph"), n / 2,
-                [&]() -> absl::Status {
-                  TESSERA_RETURN_IF_ERROR(client->Compute(graph, in, out));
-                  return check();
-                }));
-    rows.push_back(compute);
-    TESSERA_ASSIGN_OR_RETURN(
-        std::unique_ptr<client::RemoteGraph> registered,
-        client::RemoteGraph::Register(*client, graph, {.n_copies = 1}));
-    TESSERA_ASSIGN_OR_RETURN(
-        Row execute, Measure(absl::StrCat("Execute, ", ops, "-op graph"), n,
-                             [&]() -> absl::Status {
-                               TESSERA_RETURN_IF_ERROR(
-                                   registered->Run(in, out));
-                               return check();
-                             }));
-    rows.push_back(execute);
+      TESSERA_ASSIGN_OR_RETURN(
+          std::unique_ptr<client::RemoteGraph> registered,
+          client::RemoteGraph::Register(*client, chain.graph,
+                                        {.n_copies = 1}));
+      TESSERA_ASSIGN_OR_RETURN(
+          Row execute,
+          Measure(absl::StrCat("Execute, ", ops, "-op graph, ", where), n,
+                  [&]() -> absl::Status {
+                    TESSERA_RETURN_IF_ERROR(
+                        registered->Run(chain.in, chain.out));
+                    return check();
+                  }));
+      rows.push_back(execute);
+      if (over_tcp && ops == 1) execute_1 = execute;
+      if (over_tcp && ops == 100) {
+        TESSERA_ASSIGN_OR_RETURN(one_at_a_time,
+                                 Throughput(*registered, chain, 1, n));
+        TESSERA_ASSIGN_OR_RETURN(eight_in_flight,
+                                 Throughput(*registered, chain, 8, n));
+        TESSERA_RETURN_IF_ERROR(check());
+      }
+    }
   }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Loopback> tcp, Loopback::Open());
-  TESSERA_ASSIGN_OR_RETURN(std::vector<double> pings, tcp->PingPong(64, n));
-  for (double& s : pings) s *= 1e6;
-  const Row ping{"TCP ping-pong, 64 bytes", Percentile(pings, 0.5),
-                 Percentile(pings, 0.99)};
   TESSERA_ASSIGN_OR_RETURN(std::vector<double> echoes, GrpcEcho(64, n));
   for (double& s : echoes) s *= 1e6;
-  rows.push_back(Row{"gRPC stream echo, 64 bytes", Percentile(echoes, 0.5),
-                     Percentile(echoes, 0.99)});
+  const Row echo{"gRPC stream echo, 64 B, TCP", Percentile(echoes, 0.5),
+                 Percentile(echoes, 0.99)};
+  rows.push_back(echo);
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Loopback> loopback,
+                           Loopback::Open());
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> pings,
+                           loopback->PingPong(64, n));
+  for (double& s : pings) s *= 1e6;
+  rows.push_back(Row{"TCP ping-pong, 64 B", Percentile(pings, 0.5),
+                     Percentile(pings, 0.99)});
 
-  absl::PrintF("round trips to %s, %d samples (Compute: %d)\n\n",
-               daemon.Describe(), n, n / 2);
-  absl::PrintF("%-28s %12s %12s %14s\n", "case", "median us", "p99 us",
-               "median / TCP");
+  absl::PrintF("round trips of 64 bytes, %d samples (Compute: %d); daemons: "
+               "%s%s%s\n\n",
+               n, n / 2, tcp, unix.empty() ? "" : ", ", unix);
+  absl::PrintF("%-30s %10s %10s %12s\n", "case", "median us", "p99 us",
+               "median/echo");
   for (const Row& row : rows) {
-    absl::PrintF("%-28s %12.1f %12.1f %14.2f\n", row.name, row.median_us,
-                 row.p99_us, row.median_us / ping.median_us);
+    absl::PrintF("%-30s %10.1f %10.1f %12.2f\n", row.name, row.median_us,
+                 row.p99_us, row.median_us / echo.median_us);
   }
-  absl::PrintF("%-28s %12.1f %12.1f %14.2f\n", ping.name, ping.median_us,
-               ping.p99_us, 1.0);
+  absl::PrintF("\n%-54s %8s %8s\n", "target (TCP)", "measured", "limit");
+  absl::PrintF("%-54s %8.2f %8s\n",
+               "Execute 1-op median / gRPC echo median", execute_1.median_us /
+               echo.median_us, "<= 1.3");
+  absl::PrintF("%-54s %8.2f %8s\n", "Execute 1-op p99 / its median",
+               execute_1.p99_us / execute_1.median_us, "<= 3");
+  absl::PrintF("%-54s %8.2f %8s\n",
+               absl::StrFormat("100-op: 8 in flight %.0f/s / 1 at a time %.0f/s",
+                               eight_in_flight, one_at_a_time),
+               eight_in_flight / one_at_a_time, ">= 3");
   return absl::OkStatus();
 }
 
@@ -143,19 +234,24 @@ int main(int argc, char** argv) {
   tessera::server::TuneProcess();
   spdlog::set_level(spdlog::level::warn);
   int n = 2000;
-  std::string target;
+  std::string target, unix_target;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--n=", 0) == 0) {
       n = std::max(10, std::atoi(arg.c_str() + 4));
     } else if (arg.rfind("--target=", 0) == 0) {
       target = arg.substr(9);
+    } else if (arg.rfind("--unix_target=", 0) == 0) {
+      unix_target = arg.substr(14);
     } else {
-      absl::FPrintF(stderr, "usage: rtt [--n=N] [--target=HOST:PORT]\n");
+      absl::FPrintF(stderr,
+                    "usage: rtt [--n=N] [--target=HOST:PORT] "
+                    "[--unix_target=unix:PATH]\n");
       return 2;
     }
   }
-  if (absl::Status s = tessera::bench::Main(n, target); !s.ok()) {
+  if (absl::Status s = tessera::bench::Main(n, target, unix_target);
+      !s.ok()) {
     absl::FPrintF(stderr, "rtt: %s\n", s.ToString());
     return 1;
   }

@@ -77,7 +77,7 @@ struct Flag {
 
 const Flag kFlags[] = {
     {"listen", "HOST:PORT",
-     "address to serve on; port 0 picks one",
+     "address to serve on; port 0 picks one; unix:PATH for a Unix socket",
      [](absl::string_view v, Config& c) {
        if (v.empty() || v.rfind(':') == absl::string_view::npos) {
          return Bad("HOST:PORT");
@@ -208,6 +208,17 @@ const Flag kFlags[] = {
        return absl::OkStatus();
      },
      [](const Config& c) { return absl::StrCat(c.limits.max_sessions); }},
+    {"max_execute_streams", "N", "most Execute streams open at once",
+     [](absl::string_view v, Config& c) {
+       absl::StatusOr<uint64_t> n = ParseCount(v, 1 << 20);
+       if (!n.ok()) return n.status();
+       if (*n == 0) return Bad("at least 1");
+       c.limits.max_execute_streams = *n;
+       return absl::OkStatus();
+     },
+     [](const Config& c) {
+       return absl::StrCat(c.limits.max_execute_streams);
+     }},
     {"max_graph_nodes", "N", "most tensors in one graph",
      [](absl::string_view v, Config& c) {
        absl::StatusOr<uint64_t> n = ParseCount(v, 1 << 24);

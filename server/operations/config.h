@@ -23,8 +23,11 @@ struct Limits {
   size_t max_message_bytes = size_t{64} << 20;
   // Most open sessions at once.
   size_t max_sessions = 1024;
-  // Most requests one Execute stream queues before it stops reading.
+  // Most requests one Execute stream holds (read, response not yet
+  // written) before it stops reading.
   size_t max_queued_executions = 64;
+  // Most Execute streams open at once.
+  size_t max_execute_streams = 4096;
   // Most device memory one session may hold in buffers; 0: no quota.
   uint64_t session_memory_quota = 0;
   // Device memory that buffer allocations must leave free on every device.

@@ -123,6 +123,7 @@ void Daemon::Drain(absl::Duration timeout) {
   if (server_ == nullptr) return;
   server_->GetHealthCheckService()->SetServingStatus(false);
   sessions_.SetAdmission(SessionManager::Admission::kDraining);
+  service_->AnnounceDrain();
   spdlog::info("draining: {} calls and streams at work, waiting up to {}",
                in_flight_.count(), absl::FormatDuration(timeout));
   if (!in_flight_.AwaitIdle(absl::Now() + timeout)) {

@@ -41,6 +41,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(
 }
 
 bool IsLoopback(const std::string& listen) {
+  // A Unix domain socket is reachable from this machine only.
+  if (absl::StartsWith(listen, "unix:")) return true;
   absl::string_view host = listen;
   if (const size_t colon = host.rfind(':'); colon != absl::string_view::npos) {
     host = host.substr(0, colon);

@@ -21,7 +21,8 @@ namespace tessera::server {
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(
     const Security& security);
 
-// Whether HOST:PORT names a loopback host (127.0.0.0/8, ::1, localhost).
+// Whether HOST:PORT names a loopback host (127.0.0.0/8, ::1, localhost) or
+// the address is a Unix domain socket (unix:PATH).
 bool IsLoopback(const std::string& listen);
 
 // FAILED_PRECONDITION, saying why and what to give, when `listen` reaches

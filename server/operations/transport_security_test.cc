@@ -19,7 +19,8 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 
 TEST(TransportSecurityTest, LoopbackHosts) {
   for (const char* listen :
-       {"127.0.0.1:50051", "127.1.2.3:0", "localhost:1", "[::1]:50051"}) {
+       {"127.0.0.1:50051", "127.1.2.3:0", "localhost:1", "[::1]:50051",
+        "unix:/run/tesserad.sock"}) {
     EXPECT_TRUE(IsLoopback(listen)) << listen;
   }
   for (const char* listen :

@@ -3,73 +3,73 @@
 #include <deque>
 #include <memory>
 #include <optional>
-#include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "proto/value_codec.h"
-#include "server/rpc/grpc_status.h"
 #include "server/sessions/registered_graph.h"
 
 namespace tessera::server {
 namespace {
 
+// How often one execution is submitted again after failing with an earlier
+// execution's error (more only when other streams keep failing the graph).
+constexpr int kMaxResubmits = 2;
+// How long gRPC's callback thread waits for an execution before it hands
+// the wait to the work queue.
+constexpr absl::Duration kInlineWait = absl::Microseconds(50);
+
 class ExecuteReactor final
     : public grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse> {
  public:
-  ExecuteReactor(SessionManager& sessions, const Limits& limits,
-                 InFlight& in_flight)
-      : sessions_(sessions), limits_(limits), in_flight_counter_(in_flight) {
-    submitter_ = std::thread([this] { SubmitLoop(); });
-    completer_ = std::thread([this] { CompleteLoop(); });
+  explicit ExecuteReactor(const ExecuteContext& context) : context_(context) {
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
-    {
-      absl::MutexLock lock(&mu_);
-      if (!ok) {
-        reads_done_ = true;
-        MaybeFinish();
-        return;
-      }
-      if (in_flight_++ > 0) {
-        queued_.push_back(std::move(request_));
-        request_.Clear();
-        if (queued_.size() < limits_.max_queued_executions) {
-          StartRead(&request_);
-        } else {
-          read_paused_ = true;
-        }
-        return;
-      }
-      busy_.emplace(in_flight_counter_.Begin());
-      submitting_here_ = true;
+    mu_.Lock();
+    if (!ok || stopping_) {
+      reads_done_ = true;
+      MaybeFinish();
+      mu_.Unlock();
+      return;
     }
-    // Nothing else of this stream is in flight, so the submission waits for
-    // none of this stream's work (only another stream executing the same
-    // graph can hold its copy slots): submitting on this thread saves the
-    // hand-off to the submitter, and the order holds because the next read
-    // starts after.
-    std::unique_ptr<Item> item = SubmitItem(request_);
+    if (held_++ == 0) busy_.emplace(context_.in_flight.Begin());
+    auto item = std::make_unique<Item>();
+    item->request = std::move(request_);
     request_.Clear();
-    absl::MutexLock lock(&mu_);
-    submitted_.push_back(std::move(item));
-    submitting_here_ = false;
-    if (!stopping_) StartRead(&request_);
+    queued_.push_back(std::move(item));
+    const bool may_read = held_ < context_.limits.max_queued_executions;
+    read_paused_ = !may_read;
+    if (driving_) {
+      if (may_read) StartRead(&request_);
+      mu_.Unlock();
+      return;
+    }
+    // The next read starts once this request's response is on its way
+    // (or the driver hands off): starting a read costs time that would
+    // otherwise delay this response.
+    read_owed_ = may_read;
+    driving_ = true;
+    Drive(/*on_callback_thread=*/true);
   }
 
   void OnWriteDone(bool ok) override {
+    std::unique_ptr<Item> written;
     absl::MutexLock lock(&mu_);
-    writing_.reset();
-    if (--in_flight_ == 0) busy_.reset();
+    written = std::move(writing_);
+    Unhold();
     if (!ok) {
-      stopping_ = true;
-      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED,
-                              "[Execute] the client went away"));
+      Stop(grpc::Status(grpc::StatusCode::CANCELLED,
+                        "[Execute] the client went away"));
       return;
+    }
+    if (read_paused_ && !stopping_) {
+      read_paused_ = false;
+      StartRead(&request_);
     }
     WriteNext();
     MaybeFinish();
@@ -77,43 +77,61 @@ class ExecuteReactor final
 
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED,
-                            "[Execute] the stream was cancelled"));
+    Stop(grpc::Status(grpc::StatusCode::CANCELLED,
+                      "[Execute] the stream was cancelled"));
   }
 
-  // The threads stop; the completer still waits for every execution in
-  // flight, whose reads write into responses this reactor owns.
+  // The driver, if one runs, deletes the reactor when it is through.
   void OnDone() override {
-    {
-      absl::MutexLock lock(&mu_);
-      stopping_ = true;
-    }
-    submitter_.join();
-    completer_.join();
-    delete this;
+    mu_.Lock();
+    done_ = true;
+    const bool driving = driving_;
+    mu_.Unlock();
+    context_.open_streams.fetch_sub(1);
+    if (!driving) delete this;
   }
 
  private:
-  // One execution: its response, and what must live until it is done.
+  // One request, from its read until its response is written.
   struct Item {
+    ~Item() {
+      execution.reset();  // waits: the reads write into `response`
+      Release();
+    }
+    // Gives back the response bytes held against the session's quota.
+    void Release() {
+      if (held_bytes > 0) session->ReleasePending(held_bytes);
+      held_bytes = 0;
+    }
+
+    v1::ExecuteRequest request;
+    int resubmits = 0;
+    std::shared_ptr<Session> session;
     std::shared_ptr<RegisteredGraph> graph;
-    std::unique_ptr<RegisteredGraph::Execution> execution;
     v1::ExecuteResponse response;
+    uint64_t held_bytes = 0;
+    // Why the outputs cannot be sent (the session's quota), if they cannot.
+    absl::Status refused;
+    std::unique_ptr<RegisteredGraph::Execution> execution;
   };
 
-  static void SetError(const absl::Status& status, v1::ExecuteResponse& r) {
-    r.clear_outputs();
-    wire::SetStatus(status, r);
+  enum class Outcome { kOk, kFailed, kAgain };
+
+  static void SetError(const absl::Status& status, Item& item) {
+    item.response.clear_outputs();
+    item.Release();
+    wire::SetStatus(status, item.response);
   }
 
-  absl::Status Submit(const v1::ExecuteRequest& request, Item& item) {
+  absl::Status SubmitRequest(Item& item) {
+    const v1::ExecuteRequest& request = item.request;
     absl::StatusOr<std::shared_ptr<Session>> session =
-        sessions_.Find(request.session());
+        context_.sessions.Find(request.session());
     if (!session.ok()) return session.status();
     absl::StatusOr<std::shared_ptr<RegisteredGraph>> graph =
         (*session)->FindGraph(request.graph());
     if (!graph.ok()) return graph.status();
+    item.session = *session;
     item.graph = *std::move(graph);
     const BufferResolver resolve = [s = *session](uint64_t handle) {
       return s->FindBuffer(handle);
@@ -122,74 +140,134 @@ class ExecuteReactor final
         item.graph->Submit(request, resolve, item.response);
     if (!execution.ok()) return execution.status();
     item.execution = *std::move(execution);
+    const uint64_t bytes = item.response.ByteSizeLong();
+    item.refused = item.session->HoldPending(
+        context_.limits.session_memory_quota, bytes, "Execute");
+    if (item.refused.ok()) item.held_bytes = bytes;
     return absl::OkStatus();
   }
 
-  // Submits one request; an error goes into its response.
-  std::unique_ptr<Item> SubmitItem(const v1::ExecuteRequest& request) {
-    auto item = std::make_unique<Item>();
-    item->response.set_tag(request.tag());
-    if (absl::Status s = Submit(request, *item); !s.ok()) {
-      SetError(s, item->response);
-    }
-    return item;
+  // Submits `item` (again); an error goes into its response.
+  void Submit(Item& item) {
+    item.execution.reset();
+    item.Release();
+    item.response.Clear();
+    item.response.set_tag(item.request.tag());
+    if (absl::Status s = SubmitRequest(item); !s.ok()) SetError(s, item);
   }
 
-  void SubmitLoop() {
-    while (true) {
-      v1::ExecuteRequest request;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](ExecuteReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
-              return r->stopping_ || !r->queued_.empty();
-            },
-            this));
-        if (stopping_) {
-          submitter_done_ = true;
-          return;
+  // Waits for `item`'s execution; kAgain when it must be submitted again.
+  Outcome Complete(Item& item) {
+    Outcome outcome = Outcome::kOk;
+    if (item.execution != nullptr) {
+      if (absl::Status s = item.execution->Wait(); !s.ok()) {
+        if (item.execution->inherited() && item.resubmits < kMaxResubmits) {
+          ++item.resubmits;
+          return Outcome::kAgain;
         }
-        request = std::move(queued_.front());
+        outcome = Outcome::kFailed;
+        SetError(s, item);
+      } else if (!item.refused.ok()) {
+        SetError(item.refused, item);
+      }
+      item.execution.reset();
+    }
+    item.graph.reset();
+    item.request.Clear();
+    return outcome;
+  }
+
+  // Waits up to kInlineWait for the execution of `item`; whether it is done.
+  bool AwaitBriefly(const Item& item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (item.execution == nullptr) return true;
+    mu_.Unlock();
+    const absl::Time give_up = absl::Now() + kInlineWait;
+    bool done = item.execution->IsDone();
+    while (!done && absl::Now() < give_up) done = item.execution->IsDone();
+    mu_.Lock();
+    return done;
+  }
+
+  // The driver: submits what is queued, then completes the oldest
+  // execution, until there is nothing to do. Called with mu_ held and
+  // driving_ set; returns with mu_ released. On the callback thread it hands
+  // itself to the work queue instead of waiting for anything. After a failed
+  // execution nothing new is submitted until the ones already submitted are
+  // complete, so a resubmitted execution runs in its turn.
+  void Drive(bool on_callback_thread) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    while (true) {
+      if (stopping_) {
+        while (!queued_.empty()) {
+          queued_.pop_front();
+          Unhold();
+        }
+      }
+      if (!queued_.empty() && !(recovering_ && !submitted_.empty())) {
+        if (on_callback_thread && !submitted_.empty()) return HandOff();
+        std::unique_ptr<Item> item = std::move(queued_.front());
         queued_.pop_front();
-        if (read_paused_) {
-          read_paused_ = false;
-          StartRead(&request_);
-        }
+        mu_.Unlock();
+        Submit(*item);
+        mu_.Lock();
+        submitted_.push_back(std::move(item));
+        continue;
       }
-      std::unique_ptr<Item> item = SubmitItem(request);
-      absl::MutexLock lock(&mu_);
-      submitted_.push_back(std::move(item));
+      if (!submitted_.empty()) {
+        Item& item = *submitted_.front();
+        // A read started while the execution runs costs this response
+        // nothing.
+        if (on_callback_thread && item.execution != nullptr &&
+            !item.execution->IsDone()) {
+          StartOwedRead();
+        }
+        if (on_callback_thread && !AwaitBriefly(item)) return HandOff();
+        mu_.Unlock();
+        const Outcome outcome = Complete(item);
+        if (outcome == Outcome::kAgain) Submit(item);
+        mu_.Lock();
+        if (outcome != Outcome::kOk) recovering_ = true;
+        if (outcome == Outcome::kAgain) continue;
+        std::unique_ptr<Item> done = std::move(submitted_.front());
+        submitted_.pop_front();
+        if (submitted_.empty()) recovering_ = false;
+        if (stopping_) {
+          Unhold();
+          continue;
+        }
+        to_write_.push_back(std::move(done));
+        WriteNext();
+        StartOwedRead();
+        continue;
+      }
+      StartOwedRead();
+      driving_ = false;
+      const bool gone = done_;
+      mu_.Unlock();
+      if (gone) delete this;
+      return;
     }
   }
 
-  void CompleteLoop() {
-    while (true) {
-      std::unique_ptr<Item> item;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](ExecuteReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
-              return !r->submitted_.empty() ||
-                     (r->stopping_ && r->submitter_done_ &&
-                      !r->submitting_here_);
-            },
-            this));
-        if (submitted_.empty()) return;
-        item = std::move(submitted_.front());
-        submitted_.pop_front();
-      }
-      if (item->execution != nullptr) {
-        if (absl::Status s = item->execution->Wait(); !s.ok()) {
-          SetError(s, item->response);
-        }
-        item->execution.reset();
-      }
-      item->graph.reset();
-      absl::MutexLock lock(&mu_);
-      if (stopping_) continue;
-      to_write_.push_back(std::move(item));
-      WriteNext();
-    }
+  // Continues the driver on the work queue. Called with mu_ held; returns
+  // with it released.
+  void HandOff() ABSL_UNLOCK_FUNCTION(mu_) {
+    StartOwedRead();
+    mu_.Unlock();
+    context_.work.Post([this] {
+      mu_.Lock();
+      Drive(/*on_callback_thread=*/false);
+    });
+  }
+
+  void StartOwedRead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!read_owed_) return;
+    read_owed_ = false;
+    if (!stopping_) StartRead(&request_);
+  }
+
+  // A request's response is written (or dropped).
+  void Unhold() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (--held_ == 0) busy_.reset();
   }
 
   // Starts the next write unless one is in progress.
@@ -201,7 +279,14 @@ class ExecuteReactor final
   }
 
   void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (reads_done_ && in_flight_ == 0) FinishOnce(grpc::Status::OK);
+    if (reads_done_ && held_ == 0) FinishOnce(grpc::Status::OK);
+  }
+
+  // Stops taking and writing: nothing of this stream is at work any more.
+  void Stop(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    stopping_ = true;
+    busy_.reset();
+    FinishOnce(std::move(status));
   }
 
   void FinishOnce(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -210,42 +295,42 @@ class ExecuteReactor final
     Finish(std::move(status));
   }
 
-  SessionManager& sessions_;
-  const Limits& limits_;
-  InFlight& in_flight_counter_;
+  const ExecuteContext context_;
   // Filled by StartRead; handed on in OnReadDone.
   v1::ExecuteRequest request_;
 
   absl::Mutex mu_;
-  // Requests read and not yet submitted.
-  std::deque<v1::ExecuteRequest> queued_ ABSL_GUARDED_BY(mu_);
-  // Submitted, waiting for completion, in order.
+  // Read, not yet submitted.
+  std::deque<std::unique_ptr<Item>> queued_ ABSL_GUARDED_BY(mu_);
+  // Submitted, waiting for completion, in order. Only the driver takes
+  // items out.
   std::deque<std::unique_ptr<Item>> submitted_ ABSL_GUARDED_BY(mu_);
   // Complete, waiting to be written, in order.
   std::deque<std::unique_ptr<Item>> to_write_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Item> writing_ ABSL_GUARDED_BY(mu_);
-  // Requests read whose response is not yet written; while there are any
-  // the stream counts in in_flight_counter_.
-  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Requests read whose response is not yet written (or dropped); while
+  // there are any the stream counts in context_.in_flight.
+  size_t held_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<InFlight::Hold> busy_ ABSL_GUARDED_BY(mu_);
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  // The driver starts the next read (see OnReadDone).
+  bool read_owed_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  // A driver runs (on the callback thread or the work queue).
+  bool driving_ ABSL_GUARDED_BY(mu_) = false;
+  // An execution failed and those submitted after it are not complete yet.
+  bool recovering_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool submitter_done_ ABSL_GUARDED_BY(mu_) = false;
-  // OnReadDone is submitting a request itself.
-  bool submitting_here_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-
-  std::thread submitter_;
-  std::thread completer_;
+  // OnDone was called.
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
 
 grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>*
-NewExecuteReactor(SessionManager& sessions, const Limits& limits,
-                  InFlight& in_flight) {
-  return new ExecuteReactor(sessions, limits, in_flight);
+NewExecuteReactor(const ExecuteContext& context) {
+  return new ExecuteReactor(context);
 }
 
 }  // namespace tessera::server

@@ -1,32 +1,56 @@
 #ifndef TESSERA_SERVER_RPC_EXECUTE_REACTOR_H_
 #define TESSERA_SERVER_RPC_EXECUTE_REACTOR_H_
 
+#include <atomic>
+#include <cstddef>
+
 #include "grpcpp/support/server_callback.h"
 #include "proto/tessera.grpc.pb.h"
 #include "server/operations/config.h"
 #include "server/rpc/in_flight.h"
+#include "server/rpc/work_queue.h"
 #include "server/sessions/session_manager.h"
 
 namespace tessera::server {
 
+// What every Execute stream shares; all of it outlives the streams.
+struct ExecuteContext {
+  SessionManager& sessions;
+  const Limits& limits;
+  InFlight& in_flight;
+  // Runs the part of a stream's work that waits (submissions and waits for
+  // executions); a stream has no thread of its own.
+  WorkQueue& work;
+  // The Execute streams open now (limits.max_execute_streams at most).
+  std::atomic<size_t>& open_streams;
+};
+
 // Execute: a bidirectional stream of executions of registered graphs.
-//  - Reading: requests queue up (at most limits.max_queued_executions; the
-//    reactor stops reading while the queue is full).
-//  - A submitter thread takes them in order: finds the session and graph,
-//    binds inputs and queues compute and output reads
-//    (RegisteredGraph::Submit), without waiting, so several executions are
-//    in flight and the scheduler pipelines them.
-//  - A completer thread waits for each execution in submission order and
-//    queues its response; responses are written one at a time, in order.
-// An execution's error goes into its response (status_code, message); the
-// stream stays open. The stream finishes OK after the client half-closes
-// and every response is written. On cancellation the queued requests are
-// dropped and the executions in flight are waited for before the reactor
-// goes away. While a request read has no response written, the stream
-// counts in `in_flight`. Deletes itself when done.
+//  - Reading: a request read is held until its response is written. While
+//    limits.max_queued_executions are held the reactor stops reading, so a
+//    client that does not read its responses stops being read.
+//  - Driving: one task at a time per stream submits the requests in order
+//    (RegisteredGraph::Submit queues compute and output reads without
+//    waiting), so several executions are in flight and the scheduler
+//    pipelines them, then waits for the oldest and queues its response.
+//    It starts on gRPC's callback thread when the stream is idle (a short
+//    execution is answered without a hand-off) and moves to `work` rather
+//    than wait there for an execution or submit behind one of its own (its
+//    first submission may still wait for another stream's execution of the
+//    same graph to free a copy slot).
+//  - Writing: responses one at a time, in order. Their output bytes count
+//    against the session's quota (Session::HoldPending) until written; an
+//    execution whose outputs the quota cannot hold gets RESOURCE_EXHAUSTED.
+// An execution's error goes into its own response (status_code, message)
+// and the stream stays open; an execution that failed only because an
+// earlier one left the graph's streams failed is submitted again, in its
+// turn. The stream finishes OK after the client half-closes and every
+// response is written. On cancellation the requests not yet submitted are
+// dropped and those in flight are waited for before the reactor goes away.
+// While a request read has no response written, the stream counts in
+// `in_flight`. Counts in `open_streams` until done; deletes itself.
 grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>*
-NewExecuteReactor(SessionManager& sessions, const Limits& limits,
-                  InFlight& in_flight);
+NewExecuteReactor(const ExecuteContext& context);
 
 }  // namespace tessera::server
 

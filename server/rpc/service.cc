@@ -156,7 +156,7 @@ grpc::ServerWriteReactor<v1::AttachEvent>* Service::Attach(
   if (absl::Status s = auth_.Check(*context); !s.ok()) {
     return Refuse<grpc::ServerWriteReactor<v1::AttachEvent>>(s);
   }
-  return NewAttachReactor(sessions_, request);
+  return NewAttachReactor(sessions_, drain_, request);
 }
 
 grpc::ServerUnaryReactor* Service::CloseSession(
@@ -406,7 +406,20 @@ Service::Execute(grpc::CallbackServerContext* context) {
     return Refuse<
         grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>>(s);
   }
-  return NewExecuteReactor(sessions_, limits_, in_flight_);
+  if (execute_streams_.fetch_add(1) >= limits_.max_execute_streams) {
+    execute_streams_.fetch_sub(1);
+    return Refuse<
+        grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>>(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "[Execute] ", limits_.max_execute_streams,
+            " Execute streams are open, the most the daemon takes "
+            "(--max_execute_streams)")));
+  }
+  return NewExecuteReactor({.sessions = sessions_,
+                            .limits = limits_,
+                            .in_flight = in_flight_,
+                            .work = work_,
+                            .open_streams = execute_streams_});
 }
 
 grpc::ServerUnaryReactor* Service::ReleaseGraph(

@@ -1,11 +1,15 @@
 #ifndef TESSERA_SERVER_RPC_SERVICE_H_
 #define TESSERA_SERVER_RPC_SERVICE_H_
 
+#include <atomic>
+#include <cstddef>
+
 #include "grpcpp/support/server_callback.h"
 #include "proto/tessera.grpc.pb.h"
 #include "backend/registry.h"
 #include "server/operations/config.h"
 #include "server/sessions/content_store.h"
+#include "server/rpc/drain_notice.h"
 #include "server/rpc/in_flight.h"
 #include "server/operations/metrics.h"
 #include "server/sessions/session_manager.h"
@@ -37,6 +41,9 @@ class Service final
   Service(const Registry& registry, SessionManager& sessions, WorkQueue& work,
           InFlight& in_flight, const Limits& limits, const TokenAuth& auth,
           Metrics& metrics, ContentStore& store);
+
+  // Tells every Attach stream, now and later, that the daemon drains.
+  void AnnounceDrain() { drain_.Announce(); }
 
   grpc::ServerUnaryReactor* Hello(grpc::CallbackServerContext* context,
                                   const v1::HelloRequest* request,
@@ -123,6 +130,8 @@ class Service final
   Metrics& metrics_;
   ContentStore& store_;
   const TensorStreamContext streams_;
+  DrainNotice drain_;
+  std::atomic<size_t> execute_streams_{0};
 };
 
 }  // namespace tessera::server

@@ -20,14 +20,33 @@ RegisteredGraph::Execution::~Execution() {
   if (!waited_) (void)Wait();
 }
 
-absl::Status RegisteredGraph::Execution::Wait() {
-  waited_ = true;
+absl::Status RegisteredGraph::Marks::Wait() const {
   absl::Status status;
-  for (std::unique_ptr<Event>& event : events_) {
+  for (const std::unique_ptr<Event>& event : events) {
     absl::Status s = event->Synchronize();
     if (status.ok()) status = s;
   }
-  if (!status.ok()) graph_failed_ = true;
+  return status;
+}
+
+bool RegisteredGraph::Execution::IsDone() const {
+  for (const std::unique_ptr<Event>& event : marks_->events) {
+    if (!event->IsDone()) return false;
+  }
+  return true;
+}
+
+// The streams run in order, so once this execution's marks are done so are
+// the previous execution's: if that one failed on the same streams, this
+// one's error is the sticky error it left.
+absl::Status RegisteredGraph::Execution::Wait() {
+  waited_ = true;
+  absl::Status status = marks_->Wait();
+  if (!status.ok()) {
+    graph_failed_ = true;
+    inherited_ = previous_ != nullptr && previous_->build == marks_->build &&
+                 !previous_->Wait().ok();
+  }
   return status;
 }
 
@@ -125,6 +144,7 @@ absl::Status RegisteredGraph::Build() {
     TESSERA_RETURN_IF_ERROR(
         input->buffer->MemsetTensor(*input, 0, 0, input->NumBytes()));
   }
+  ++build_;
   failed_ = false;
   return absl::OkStatus();
 }
@@ -153,9 +173,9 @@ RegisteredGraph::Submit(const v1::ExecuteRequest& request,
 
 // 1. Check inputs and outputs (nothing queued on error).
 // 2. Rebuild after a failure (the streams hold a sticky error).
-// 3. Write the inputs; ComputeAsync stages them into this copy's slots.
-// 4. Queue the output reads on the streams holding them, then record an
-//    event per stream: the execution is done when every event is.
+// 3. Queue the execution. Queuing fails, without being this execution's
+//    fault, when an earlier execution left the streams failed (it waits for
+//    that one's copy slot): then rebuild and queue it once more.
 absl::StatusOr<std::unique_ptr<RegisteredGraph::Execution>>
 RegisteredGraph::SubmitLocked(const v1::ExecuteRequest& request,
                               const BufferResolver& resolve,
@@ -170,8 +190,28 @@ RegisteredGraph::SubmitLocked(const v1::ExecuteRequest& request,
           [this](const Tensor& t) { return Readable(t); },
           limits_.max_message_bytes / 2));
   if (failed_) TESSERA_RETURN_IF_ERROR(Build());
+  absl::StatusOr<std::unique_ptr<Execution>> execution =
+      Queue(request, inputs, outputs, resolve, response);
+  if (!execution.ok() && last_ != nullptr && last_->build == build_ &&
+      !last_->Wait().ok()) {
+    response.clear_outputs();
+    TESSERA_RETURN_IF_ERROR(Build());
+    execution = Queue(request, inputs, outputs, resolve, response);
+  }
+  return execution;
+}
 
-  std::unique_ptr<Execution> execution(new Execution(failed_));
+// 1. Write the inputs; ComputeAsync stages them into this copy's slots.
+// 2. Queue the output reads on the streams holding them, then record an
+//    event per stream: the execution is done when every event is.
+absl::StatusOr<std::unique_ptr<RegisteredGraph::Execution>>
+RegisteredGraph::Queue(const v1::ExecuteRequest& request,
+                       const std::vector<Tensor*>& inputs,
+                       const std::vector<Tensor*>& outputs,
+                       const BufferResolver& resolve,
+                       v1::ExecuteResponse& response) {
+  auto marks = std::make_shared<Marks>();
+  marks->build = build_;
   absl::Status status = WriteInputs(request.inputs(), inputs, resolve);
   if (status.ok()) status = sched_->ComputeAsync(*graph_->graph);
   if (status.ok()) {
@@ -187,7 +227,7 @@ RegisteredGraph::SubmitLocked(const v1::ExecuteRequest& request,
         break;
       }
       status = stream->RecordEvent(**event);
-      execution->events_.push_back(*std::move(event));
+      marks->events.push_back(*std::move(event));
       if (!status.ok()) break;
     }
   }
@@ -195,10 +235,11 @@ RegisteredGraph::SubmitLocked(const v1::ExecuteRequest& request,
   if (!status.ok()) {
     // Wait for whatever was queued (reads into `response` included).
     (void)sched_->Synchronize();
-    execution->events_.clear();
     failed_ = true;
     return status;
   }
+  std::unique_ptr<Execution> execution(new Execution(failed_, marks, last_));
+  last_ = std::move(marks);
   return execution;
 }
 

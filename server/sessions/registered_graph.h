@@ -35,6 +35,15 @@ namespace tessera::server {
 // Thread-safe: Submit calls are serialized.
 class RegisteredGraph {
  public:
+  // The events that mark the end of one execution's work on each stream,
+  // and the build of the streams it ran on. Thread-safe.
+  struct Marks {
+    uint64_t build = 0;
+    std::vector<std::unique_ptr<Event>> events;
+    // Blocks until the work is done; its first error, else OK.
+    absl::Status Wait() const;
+  };
+
   // One submitted execution whose outputs are being read.
   class Execution {
    public:
@@ -42,15 +51,27 @@ class RegisteredGraph {
     // Blocks until the outputs are in the response; returns the first error
     // of the execution. The graph that made it must still exist.
     absl::Status Wait();
+    // Whether the work is done (Wait would not block).
+    bool IsDone() const;
+    // After Wait failed: whether the error came from an earlier execution
+    // on the same streams (a failed stream skips the work queued after the
+    // failure), so that this one never ran and may be submitted again.
+    bool inherited() const { return inherited_; }
 
    private:
     friend class RegisteredGraph;
-    explicit Execution(std::atomic<bool>& graph_failed)
-        : graph_failed_(graph_failed) {}
+    Execution(std::atomic<bool>& graph_failed, std::shared_ptr<Marks> marks,
+              std::shared_ptr<const Marks> previous)
+        : graph_failed_(graph_failed),
+          marks_(std::move(marks)),
+          previous_(std::move(previous)) {}
     // Set when the execution fails, so that the graph rebuilds its streams.
     std::atomic<bool>& graph_failed_;
-    std::vector<std::unique_ptr<Event>> events_;
+    const std::shared_ptr<Marks> marks_;
+    // The execution submitted just before this one (null for the first).
+    const std::shared_ptr<const Marks> previous_;
     bool waited_ = false;
+    bool inherited_ = false;
   };
 
   // Places and allocates `graph` over `devices` (CPU last) with `n_copies`
@@ -80,7 +101,9 @@ class RegisteredGraph {
   // `request.outputs` into `response` (which must stay in place until the
   // execution is waited for) and returns without waiting for them. After
   // a failed execution the streams and the scheduler are rebuilt before the
-  // next one.
+  // next one. An execution's error is its own: one that fails only
+  // because an earlier one left the streams failed is queued again on
+  // rebuilt streams here, or reports Execution::inherited() when waited.
   // Errors: as CheckInputs and CheckOutputs (nothing queued); a
   // scheduling error.
   absl::StatusOr<std::unique_ptr<Execution>> Submit(
@@ -97,6 +120,11 @@ class RegisteredGraph {
   absl::Status Readable(const Tensor& t) const;
   absl::StatusOr<std::unique_ptr<Execution>> SubmitLocked(
       const v1::ExecuteRequest& request, const BufferResolver& resolve,
+      v1::ExecuteResponse& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the inputs, queues the computation and the output reads.
+  absl::StatusOr<std::unique_ptr<Execution>> Queue(
+      const v1::ExecuteRequest& request, const std::vector<Tensor*>& inputs,
+      const std::vector<Tensor*>& outputs, const BufferResolver& resolve,
       v1::ExecuteResponse& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
@@ -117,6 +145,10 @@ class RegisteredGraph {
   bool use_events_ = true;
   // Set by a failed execution; the next Submit rebuilds.
   std::atomic<bool> failed_{false};
+  // Counts the builds of the streams.
+  uint64_t build_ ABSL_GUARDED_BY(mu_) = 0;
+  // The marks of the latest execution submitted.
+  std::shared_ptr<const Marks> last_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::server

@@ -32,7 +32,15 @@ absl::StatusOr<Stream*> Session::ComputeStream(Device& device) {
 size_t Session::memory_held() const {
   return buffers_.Sum([](const Buffer& buffer) { return buffer.size(); }) +
          graphs_.Sum(
-             [](const RegisteredGraph& graph) { return graph.memory_bytes(); });
+             [](const RegisteredGraph& graph) { return graph.memory_bytes(); }) +
+         pending_bytes_;
+}
+
+absl::Status Session::HoldPending(uint64_t quota, uint64_t bytes,
+                                  absl::string_view call) {
+  if (absl::Status s = CheckQuota(quota, bytes, call); !s.ok()) return s;
+  pending_bytes_ += bytes;
+  return absl::OkStatus();
 }
 
 absl::Status Session::CheckQuota(uint64_t quota, uint64_t bytes,

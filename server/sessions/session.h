@@ -78,9 +78,16 @@ class Session {
     streams_.clear();
   }
 
-  // Bytes of device memory the session holds: its buffers and the compute
-  // memory of its registered graphs.
+  // Bytes the session holds: its buffers, the compute memory of its
+  // registered graphs and its responses waiting to be sent.
   size_t memory_held() const;
+  // Responses waiting to be sent (an Execute stream's finished executions
+  // that the client has not read yet) hold `bytes` more until
+  // ReleasePending. RESOURCE_EXHAUSTED, as CheckQuota, when that would take
+  // the session past `quota` (nothing is held then).
+  absl::Status HoldPending(uint64_t quota, uint64_t bytes,
+                           absl::string_view call);
+  void ReleasePending(uint64_t bytes) { pending_bytes_ -= bytes; }
   size_t num_buffers() const;
   size_t num_graphs() const;
   // RESOURCE_EXHAUSTED, with the numbers, when `bytes` more would take the
@@ -110,6 +117,7 @@ class Session {
   // Synchronized by themselves; closed by Close().
   HandleTable<Buffer> buffers_;
   HandleTable<RegisteredGraph> graphs_;
+  std::atomic<uint64_t> pending_bytes_{0};
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;

@@ -80,15 +80,18 @@ absl::StatusOr<std::string> TesseradPath() {
 
 // 1. Make a private directory for the port file.
 // 2. Fork; the child asks to be killed with its parent thread and execs
-//    tesserad --listen=127.0.0.1:0 --port_file=DIR/port FLAGS...
+//    tesserad --listen=127.0.0.1:0 (or unix:DIR/tesserad.sock)
+//    --port_file=DIR/port FLAGS...
 // 3. Poll for the port file while the child lives: tesserad writes it once
 //    its server listens (with TLS or without).
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
-    std::vector<std::string> flags, absl::Duration timeout) {
+    std::vector<std::string> flags, absl::Duration timeout, Listen listen) {
   absl::StatusOr<std::string> binary = TesseradPath();
   if (!binary.ok()) return binary.status();
 
-  std::string tmp = Env("TEST_TMPDIR");
+  // A socket's path has at most 107 characters: a test's temporary
+  // directory may be too deep for one.
+  std::string tmp = listen == Listen::kUnix ? "" : Env("TEST_TMPDIR");
   if (tmp.empty()) tmp = "/tmp";
   std::string templ = absl::StrCat(tmp, "/tesserad.XXXXXX");
   if (mkdtemp(templ.data()) == nullptr) {
@@ -97,8 +100,12 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
   }
   const std::string port_file = absl::StrCat(templ, "/port");
 
-  std::vector<std::string> args = {*binary, "--listen=127.0.0.1:0",
-                                   absl::StrCat("--port_file=", port_file)};
+  const std::string socket = absl::StrCat("unix:", templ, "/tesserad.sock");
+  std::vector<std::string> args = {
+      *binary,
+      absl::StrCat("--listen=",
+                   listen == Listen::kTcp ? "127.0.0.1:0" : socket),
+      absl::StrCat("--port_file=", port_file)};
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
@@ -133,7 +140,9 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     daemon->port_ = ReadPort(port_file);
     if (daemon->port_ == 0) absl::SleepFor(absl::Milliseconds(5));
   }
-  daemon->address_ = absl::StrCat("127.0.0.1:", daemon->port_);
+  daemon->address_ = listen == Listen::kTcp
+                        ? absl::StrCat("127.0.0.1:", daemon->port_)
+                        : socket;
   return daemon;
 }
 

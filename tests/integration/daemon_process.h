@@ -25,20 +25,25 @@ namespace tessera::testing {
 // Not thread-safe.
 class DaemonProcess {
  public:
+  // Where the daemon listens: 127.0.0.1 or a Unix socket in a private
+  // directory.
+  enum class Listen { kTcp, kUnix };
+
   // Starts tesserad with `flags` after the listen and port-file flags, and
   // waits (up to `timeout`) until it listens.
   // Errors: NOT_FOUND when the binary is missing; INTERNAL when it exits or
   // does not answer in time.
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
       std::vector<std::string> flags = {},
-      absl::Duration timeout = absl::Seconds(120));
+      absl::Duration timeout = absl::Seconds(120),
+      Listen listen = Listen::kTcp);
 
   // Stops the daemon if it still runs: SIGTERM, then SIGKILL after 10 s.
   ~DaemonProcess();
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
 
-  // "127.0.0.1:PORT".
+  // "127.0.0.1:PORT" or "unix:PATH": a gRPC target.
   const std::string& address() const { return address_; }
   int port() const { return port_; }
   pid_t pid() const { return pid_; }

@@ -1,0 +1,320 @@
+// Execute and Attach streams against a real tesserad: an execution's error
+// is its own; Execute over a Unix socket; idle streams cost the daemon no threads; responses the client
+// does not read count against its session's quota; the stream cap; the
+// DRAINING event and --drain_timeout on SIGTERM.
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "client/remote_graph.h"
+#include "graph/context.h"
+#include "graph/graph.h"
+#include "graph/ops.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/tessera.grpc.pb.h"
+#include "tests/integration/daemon_process.h"
+
+namespace tessera {
+namespace {
+
+using client::Client;
+using client::RemoteGraph;
+using testing::DaemonProcess;
+
+// The daemon's thread count (/proc/PID/status).
+int Threads(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+std::unique_ptr<v1::Tessera::Stub> NewStub(const std::string& address,
+                                           int channel) {
+  grpc::ChannelArguments args;
+  // A connection of its own (not one shared by equal channels).
+  args.SetInt("tessera.test.channel", channel);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetMaxReceiveMessageSize(-1);
+  return v1::Tessera::NewStub(grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args));
+}
+
+// An open Execute stream and its context.
+struct OpenStream {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ExecuteRequest,
+                                           v1::ExecuteResponse>>
+      stream;
+};
+
+// Opens a stream and makes one round trip on it (an execution for no
+// session), so the daemon surely holds it; returns that response's code.
+grpc::StatusCode OpenAndProbe(v1::Tessera::Stub& stub, OpenStream& open) {
+  open.stream = stub.Execute(&open.context);
+  v1::ExecuteRequest request;
+  request.set_session("no-such-session");
+  request.set_tag(1);
+  v1::ExecuteResponse response;
+  if (!open.stream->Write(request) || !open.stream->Read(&response)) {
+    return open.stream->Finish().error_code();
+  }
+  return static_cast<grpc::StatusCode>(response.status_code());
+}
+
+// out = rows b of a: a is kCols x kRows floats, b kPicks row indices.
+constexpr int64_t kCols = 4;
+constexpr int64_t kRows = 8;
+constexpr int64_t kPicks = 3;
+
+TEST(ExecuteStreamTest, AnExecutionsErrorIsItsOwn) {
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu:1", "--threads=1"}).value();
+  auto client = Client::Connect(daemon->address()).value();
+  Context ctx;
+  Tensor* a = ctx.NewTensor(Type::kF32, {kCols, kRows}).value();
+  Tensor* b = ctx.NewTensor(Type::kI32, {kPicks}).value();
+  a->flags |= kFlagInput;
+  b->flags |= kFlagInput;
+  Tensor* out = GetRows(ctx, a, b).value();
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(out).ok());
+  auto remote = RemoteGraph::Register(*client, graph, {.n_copies = 2}).value();
+
+  // Every execution is sent before any result is read, so they pipeline;
+  // executions 6 and 7 pick a row that does not exist.
+  constexpr int kExecutions = 16;
+  auto bad_row = [](int k) { return k == 6 ? 100 : k == 7 ? 200 : -1; };
+  std::vector<std::vector<float>> as(kExecutions);
+  std::vector<std::vector<int32_t>> bs(kExecutions);
+  for (int k = 0; k < kExecutions; ++k) {
+    for (int64_t i = 0; i < kCols * kRows; ++i) as[k].push_back(k * 1000 + i);
+    bs[k] = {int32_t(k % kRows), int32_t((k + 3) % kRows), 5};
+    if (bad_row(k) >= 0) bs[k][1] = bad_row(k);
+    ASSERT_TRUE(remote
+                    ->Submit({{a, as[k].data(), as[k].size() * sizeof(float)},
+                              {b, bs[k].data(), bs[k].size() * sizeof(int32_t)}},
+                             {out})
+                    .ok());
+  }
+  for (int k = 0; k < kExecutions; ++k) {
+    std::vector<float> got(kCols * kPicks, -1.0f);
+    absl::Status s =
+        remote->Receive({{out, got.data(), got.size() * sizeof(float)}});
+    if (bad_row(k) >= 0) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k << ": " << s;
+      EXPECT_NE(s.message().find(absl::StrCat("row index ", bad_row(k))),
+                std::string::npos)
+          << k << ": " << s;
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << "execution " << k << ": " << s;
+    for (int64_t r = 0; r < kPicks; ++r) {
+      for (int64_t c = 0; c < kCols; ++c) {
+        EXPECT_EQ(got[r * kCols + c], as[k][bs[k][r] * kCols + c])
+            << "execution " << k << " row " << r << " col " << c;
+      }
+    }
+  }
+}
+
+TEST(ExecuteStreamTest, ExecutesOverAUnixSocket) {
+  auto daemon = DaemonProcess::Start({"--devices=cpu:1", "--threads=1"},
+                                     absl::Seconds(120),
+                                     DaemonProcess::Listen::kUnix)
+                    .value();
+  ASSERT_EQ(daemon->address().rfind("unix:", 0), 0u) << daemon->address();
+  auto client = Client::Connect(daemon->address()).value();
+  Context ctx;
+  Tensor* a = ctx.NewTensor(Type::kF32, {kCols, kRows}).value();
+  Tensor* b = ctx.NewTensor(Type::kI32, {kPicks}).value();
+  a->flags |= kFlagInput;
+  b->flags |= kFlagInput;
+  Tensor* out = GetRows(ctx, a, b).value();
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(out).ok());
+  auto remote = RemoteGraph::Register(*client, graph, {}).value();
+  std::vector<float> as;
+  for (int64_t i = 0; i < kCols * kRows; ++i) as.push_back(i);
+  const std::vector<int32_t> bs = {7, 0, 2};
+  std::vector<float> got(kCols * kPicks);
+  ASSERT_TRUE(remote
+                  ->Run({{a, as.data(), as.size() * sizeof(float)},
+                         {b, bs.data(), bs.size() * sizeof(int32_t)}},
+                        {{out, got.data(), got.size() * sizeof(float)}})
+                  .ok());
+  for (int64_t r = 0; r < kPicks; ++r) {
+    for (int64_t c = 0; c < kCols; ++c) {
+      EXPECT_EQ(got[r * kCols + c], as[bs[r] * kCols + c]);
+    }
+  }
+}
+
+// A graph whose one output is kOutFloats floats (out = x + x).
+constexpr int64_t kOutFloats = 256 << 10;  // 1 MiB
+
+TEST(ExecuteStreamTest, UnreadResponsesCountAgainstTheQuota) {
+  constexpr uint64_t kQuota = 24 << 20;
+  auto daemon = DaemonProcess::Start({"--devices=cpu:1", "--threads=1",
+                                      absl::StrCat("--session_memory_quota=",
+                                                   kQuota)})
+                    .value();
+  auto client = Client::Connect(daemon->address()).value();
+  Context ctx;
+  Tensor* x = ctx.NewTensor(Type::kF32, {kOutFloats}).value();
+  x->flags |= kFlagInput;
+  Tensor* y = Add(ctx, x, x).value();
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(y).ok());
+  auto remote = RemoteGraph::Register(*client, graph, {.n_copies = 1}).value();
+  std::vector<float> in(kOutFloats, 1.5f);
+  const uint64_t bytes = in.size() * sizeof(float);
+
+  // 40 MiB of results, none read: those past the quota are refused.
+  constexpr int kExecutions = 40;
+  for (int k = 0; k < kExecutions; ++k) {
+    ASSERT_TRUE(remote->Submit({{x, in.data(), bytes}}, {y}).ok());
+  }
+  absl::SleepFor(absl::Seconds(1));
+  // The held results leave no room for a buffer now.
+  EXPECT_EQ(client->AllocBuffer("cpu0", 8 << 20, BufferUsage::kAny)
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  int ok = 0, refused = 0;
+  for (int k = 0; k < kExecutions; ++k) {
+    std::vector<float> got(kOutFloats);
+    absl::Status s = remote->Receive({{y, got.data(), bytes}});
+    if (s.ok()) {
+      ++ok;
+      EXPECT_EQ(got[kOutFloats - 1], 3.0f);
+    } else {
+      ++refused;
+      EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+      EXPECT_NE(s.message().find("quota"), std::string::npos) << s;
+    }
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_LT(ok, 24);
+  EXPECT_GT(refused, 0);
+  // Read, they are given back.
+  std::vector<float> got(kOutFloats);
+  EXPECT_TRUE(remote->Run({{x, in.data(), bytes}}, {{y, got.data(), bytes}})
+                  .ok());
+  EXPECT_TRUE(client->AllocBuffer("cpu0", 8 << 20, BufferUsage::kAny).ok());
+}
+
+TEST(ExecuteStreamTest, StreamsPastTheCapAreRefused) {
+  auto daemon = DaemonProcess::Start({"--devices=cpu:1", "--threads=1",
+                                      "--max_execute_streams=3"})
+                    .value();
+  auto stub = NewStub(daemon->address(), 0);
+  std::vector<std::unique_ptr<OpenStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    streams.push_back(std::make_unique<OpenStream>());
+    EXPECT_EQ(OpenAndProbe(*stub, *streams.back()), grpc::StatusCode::NOT_FOUND);
+  }
+  auto extra = std::make_unique<OpenStream>();
+  EXPECT_EQ(OpenAndProbe(*stub, *extra), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // One closes: a new one is taken.
+  streams[0]->stream->WritesDone();
+  EXPECT_TRUE(streams[0]->stream->Finish().ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  auto again = std::make_unique<OpenStream>();
+  EXPECT_EQ(OpenAndProbe(*stub, *again), grpc::StatusCode::NOT_FOUND);
+  for (auto& open : streams) open->context.TryCancel();
+  again->context.TryCancel();
+}
+
+// 500 idle Execute streams and a stream whose results the client does not
+// read: the daemon's threads do not grow with them; on SIGTERM the Attach
+// stream gets DRAINING and the daemon exits within --drain_timeout.
+TEST(ExecuteStreamTest, IdleStreamsCostNoThreadsAndTheDrainKeepsItsTime) {
+  auto daemon = DaemonProcess::Start({"--devices=cpu:1", "--threads=1",
+                                      "--drain_timeout=2s"})
+                    .value();
+  auto client = Client::Connect(daemon->address()).value();
+
+  // An Attach stream of a session of its own, read on a thread.
+  auto attach_stub = NewStub(daemon->address(), 100);
+  v1::HelloRequest hello;
+  hello.set_min_version(1);
+  hello.set_max_version(1);
+  v1::HelloResponse session;
+  grpc::ClientContext hello_context;
+  ASSERT_TRUE(attach_stub->Hello(&hello_context, hello, &session).ok());
+  grpc::ClientContext attach_context;
+  v1::AttachRequest attach;
+  attach.set_session(session.session());
+  auto events = attach_stub->Attach(&attach_context, attach);
+  std::atomic<bool> draining{false};
+  std::thread reader([&] {
+    v1::AttachEvent event;
+    while (events->Read(&event)) {
+      if (event.kind() == v1::AttachEvent::DRAINING) draining = true;
+    }
+  });
+
+  // Work the daemon waits for at the drain: results nobody reads.
+  Context ctx;
+  Tensor* x = ctx.NewTensor(Type::kF32, {kOutFloats}).value();
+  x->flags |= kFlagInput;
+  Tensor* y = Add(ctx, x, x).value();
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(y).ok());
+  auto remote = RemoteGraph::Register(*client, graph, {.n_copies = 1}).value();
+  std::vector<float> in(kOutFloats, 1.0f);
+  for (int k = 0; k < 48; ++k) {
+    ASSERT_TRUE(remote->Submit({{x, in.data(), in.size() * sizeof(float)}}, {y})
+                    .ok());
+  }
+
+  absl::SleepFor(absl::Milliseconds(300));
+  const int threads_before = Threads(daemon->pid());
+  constexpr int kChannels = 10;
+  constexpr int kStreamsPerChannel = 50;
+  std::vector<std::unique_ptr<v1::Tessera::Stub>> stubs;
+  std::vector<std::unique_ptr<OpenStream>> streams;
+  for (int c = 0; c < kChannels; ++c) {
+    stubs.push_back(NewStub(daemon->address(), c));
+    for (int i = 0; i < kStreamsPerChannel; ++i) {
+      streams.push_back(std::make_unique<OpenStream>());
+      ASSERT_EQ(OpenAndProbe(*stubs.back(), *streams.back()),
+                grpc::StatusCode::NOT_FOUND);
+    }
+  }
+  const int threads_after = Threads(daemon->pid());
+  EXPECT_GT(threads_before, 0);
+  EXPECT_LE(threads_after, threads_before + 8)
+      << kChannels * kStreamsPerChannel << " idle streams";
+
+  const absl::Time signalled = absl::Now();
+  ASSERT_TRUE(daemon->Kill(SIGTERM).ok());
+  absl::StatusOr<int> status = daemon->Wait(absl::Seconds(10));
+  const absl::Duration took = absl::Now() - signalled;
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  EXPECT_GE(took, absl::Milliseconds(1900));  // the results were at work
+  EXPECT_LT(took, absl::Milliseconds(4500)) << "--drain_timeout=2s";
+  reader.join();
+  EXPECT_TRUE(draining);
+  for (auto& open : streams) open->context.TryCancel();
+}
+
+}  // namespace
+}  // namespace tessera
