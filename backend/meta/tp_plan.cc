@@ -371,10 +371,20 @@ class Deriver {
       int64_t ne[kMaxDims];
       MemberShape(meta, s, i, ne);
       Tensor* whole = w.m[i];
+      if (whole->nb[0] != Traits(whole->type).type_size) {
+        // A view keeps nb[0]'s element (or block) stride: make a transposed
+        // whole contiguous first.
+        TESSERA_ASSIGN_OR_RETURN(Tensor * c, Cont(plan_.ctx, whole));
+        whole = Adopt(i, c);
+      }
+      // Every slice of an empty tensor is empty, at its start.
+      const size_t offset = whole->NumElements() == 0
+                                ? 0
+                                : AxisBytes(meta.type, whole->nb[d], d, start);
       TESSERA_ASSIGN_OR_RETURN(
           Tensor * v,
           View(plan_.ctx, whole, ne, {whole->nb[1], whole->nb[2], whole->nb[3]},
-               AxisBytes(meta.type, whole->nb[d], d, start)));
+               offset));
       Adopt(i, v);
       if (v->IsContiguous()) {
         out[i] = v;
@@ -809,12 +819,17 @@ class Deriver {
 
   // Allocates scratch and gives every new tensor its data.
   absl::Status Finish() {
+    // A member whose scratch tensors are all empty still gets a (1-byte)
+    // buffer for them to point into.
+    std::vector<bool> needed(n_, false);
+    for (const ScratchTensor& s : scratch_tensors_) needed[s.member] = true;
     std::vector<Buffer*> buffers(n_, nullptr);
     for (int i = 0; i < n_; ++i) {
-      if (scratch_[i] == 0) continue;
+      if (!needed[i] && scratch_[i] == 0) continue;
       TESSERA_ASSIGN_OR_RETURN(
           std::unique_ptr<Buffer> b,
-          device_.member(i).buffer_type().Alloc(scratch_[i]));
+          device_.member(i).buffer_type().Alloc(
+              std::max<size_t>(scratch_[i], 1)));
       b->set_usage(BufferUsage::kCompute);
       buffers[i] = b.get();
       plan_.scratch.push_back(std::move(b));
