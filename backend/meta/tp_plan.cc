@@ -588,15 +588,22 @@ class Deriver {
     TESSERA_ASSIGN_OR_RETURN(Placed * pq_ptr, Get(q));
     const SplitState sq = pq_ptr->state;
     const int64_t r = q->ne[2] / k->ne[2];
+    // One KV head serves every query head: any head split of q reads it
+    // whole.
+    const bool one_kv = k->ne[2] == 1 && v->ne[2] == 1;
     bool fits = sq.is_split() && sq.axis_index() == 2 &&
                 sq.n_segments == 1 && node->param<float>(1) == 0.0f &&
                 (mask == nullptr || mask->ne[2] == 1);
-    for (int64_t l : sq.lengths) fits = fits && l % r == 0;
+    for (int64_t l : sq.lengths) fits = fits && (one_kv || l % r == 0);
     if (!fits) return AllWhole(node);
     const Placed pq = *pq_ptr;
     SplitState kv_want = sq;
     for (int64_t& l : kv_want.lengths) l /= r;
     auto heads = [&](Tensor* t) -> absl::StatusOr<std::vector<Tensor*>> {
+      if (one_kv) {
+        TESSERA_ASSIGN_OR_RETURN(Placed w, Whole(t));
+        return w.m;
+      }
       TESSERA_ASSIGN_OR_RETURN(Placed * p, Get(t));
       if (p->state.SameSlices(kv_want)) return p->m;
       TESSERA_ASSIGN_OR_RETURN(Placed w, Whole(t));

@@ -35,8 +35,9 @@
 //   FLASH_ATTN_EXT(q, k, v, mask): q split on its heads (axis 2) in whole
 //     groups of the GQA ratio r, without ALiBi and with a mask broadcast
 //     over heads -> split on the result's head axis 1; k and v split on
-//     their heads with q's lengths / r (or whole, sliced to match);
-//     otherwise computed whole.
+//     their heads with q's lengths / r (or whole, sliced to match); with
+//     one KV head, q split on any heads and k and v whole; otherwise
+//     computed whole.
 // Collectives: PARTIAL -> whole is an in-place AllReduce; split -> whole
 // an AllGather (even split; rearranged with PERMUTE + CONT when the split
 // axis is not outermost) or, for uneven or segmented splits, zero + copy +
