@@ -320,11 +320,14 @@ class Deriver {
       return w;
     }
     // Uneven or segmented: zeros everywhere but the member's pieces, then
-    // sum.
+    // sum; I32 (which collectives do not sum) is broadcast piece by piece.
+    // Block types have no copy into their own type.
+    if (t.type == Type::kI32) return GatherByBroadcast(t, p);
     if (!IsReducedType(t.type)) {
       return absl::UnimplementedError(
           absl::StrCat("cannot gather an uneven split of ", Describe(t), " (",
-                       s.ToString(), "): its type is not reduced"));
+                       s.ToString(), "): its type is neither summed nor "
+                       "copied"));
     }
     for (int i = 0; i < n_; ++i) w.m[i] = Scratch(i, t.type, t.ne);
     Collective(TpStep::Kind::kZero, w.m);
@@ -352,6 +355,55 @@ class Deriver {
       }
     }
     Collective(TpStep::Kind::kAllReduce, w.m);
+    return w;
+  }
+
+  // The whole value of split `t` on every member, one piece at a time: its
+  // owner copies it into a contiguous scratch tensor, broadcasts that, and
+  // every member copies it into place.
+  absl::StatusOr<Placed> GatherByBroadcast(const Tensor& t, const Placed& p) {
+    const SplitState& s = p.state;
+    const int d = s.axis_index();
+    Placed w{SplitState::Mirrored(), std::vector<Tensor*>(n_)};
+    for (int i = 0; i < n_; ++i) w.m[i] = Scratch(i, t.type, t.ne);
+    // A view of `piece_ne` at `offset` along axis d of contiguous `whole`.
+    auto piece_view = [&](int member, Tensor* whole,
+                          const int64_t piece_ne[kMaxDims],
+                          int64_t offset) -> absl::StatusOr<Tensor*> {
+      TESSERA_ASSIGN_OR_RETURN(
+          Tensor * v,
+          View(plan_.ctx, whole,
+               {piece_ne[0], piece_ne[1], piece_ne[2], piece_ne[3]},
+               {whole->nb[1], whole->nb[2], whole->nb[3]},
+               AxisBytes(t.type, whole->nb[d], d, offset)));
+      return Adopt(member, v);
+    };
+    auto copy = [&](int member, Tensor* from, Tensor* to) -> absl::Status {
+      TESSERA_ASSIGN_OR_RETURN(Tensor * cpy, Cpy(plan_.ctx, from, to));
+      views_.push_back(cpy);
+      Emit(member, cpy);
+      return absl::OkStatus();
+    };
+    for (int root = 0; root < n_; ++root) {
+      for (const SlicePiece& piece : s.Pieces(root)) {
+        int64_t ne[kMaxDims];
+        for (int k = 0; k < kMaxDims; ++k) ne[k] = t.ne[k];
+        ne[d] = piece.length;
+        std::vector<Tensor*> buf(n_);
+        for (int i = 0; i < n_; ++i) buf[i] = Scratch(i, t.type, ne);
+        TESSERA_ASSIGN_OR_RETURN(
+            Tensor * mine,
+            piece_view(root, p.m[root], ne, piece.member_offset));
+        TESSERA_RETURN_IF_ERROR(copy(root, mine, buf[root]));
+        Collective(TpStep::Kind::kBroadcast, buf);
+        plan_.steps.back().root = root;
+        for (int i = 0; i < n_; ++i) {
+          TESSERA_ASSIGN_OR_RETURN(
+              Tensor * to, piece_view(i, w.m[i], ne, piece.full_offset));
+          TESSERA_RETURN_IF_ERROR(copy(i, buf[i], to));
+        }
+      }
+    }
     return w;
   }
 
