@@ -68,8 +68,8 @@ class RemoteDevice final : public Device {
   // to this device's buffers (outside compute usage), sent with the write
   // so that the daemon scatters it over the members, and with graphs that
   // read the tensor. backend/meta/llama_policy.h has ready-made policies;
-  // an empty one removes the policy. Call before writing tensors. Errors: FAILED_PRECONDITION for a device
-  // that is not a meta device.
+  // an empty one removes the policy. Call before writing tensors. Errors:
+  // FAILED_PRECONDITION for a device that is not a meta device.
   absl::Status SetSplitPolicy(SplitPolicy policy);
   // The split state the policy gives `t` in `buffer` (one of this device's
   // buffers), checked against its shape and the member count; nullopt

@@ -21,8 +21,9 @@ v1::SplitStateDef ToProto(const SplitState& state) {
     def.set_n_segments(state.n_segments);
     for (int64_t length : state.lengths) def.add_lengths(length);
   } else {
-    def.set_kind(state.axis == SplitAxis::kPartial ? v1::SplitStateDef::PARTIAL
-                                                   : v1::SplitStateDef::MIRRORED);
+    def.set_kind(state.axis == SplitAxis::kPartial
+                     ? v1::SplitStateDef::PARTIAL
+                     : v1::SplitStateDef::MIRRORED);
   }
   return def;
 }
@@ -32,12 +33,12 @@ absl::StatusOr<SplitState> FromProto(const v1::SplitStateDef& def) {
     case v1::SplitStateDef::MIRRORED:
     case v1::SplitStateDef::PARTIAL:
       if (def.axis() != 0 || def.n_segments() > 1 || def.lengths_size() != 0) {
-        return Invalid("split", absl::StrCat(
-                                    v1::SplitStateDef::Kind_Name(def.kind()),
+        return Invalid("split",
+                       absl::StrCat(v1::SplitStateDef::Kind_Name(def.kind()),
                                     " with an axis, segments or lengths"));
       }
       return def.kind() == v1::SplitStateDef::PARTIAL ? SplitState::Partial()
-                                                       : SplitState::Mirrored();
+                                                      : SplitState::Mirrored();
     case v1::SplitStateDef::AXIS:
       break;
     default:
@@ -51,15 +52,15 @@ absl::StatusOr<SplitState> FromProto(const v1::SplitStateDef& def) {
     return Invalid("split", "AXIS with n_segments below 1");
   }
   if (def.lengths_size() == 0 || def.lengths_size() > kMaxSplitLengths) {
-    return Invalid("split", absl::StrCat(def.lengths_size(),
-                                         " lengths, want 1 to ",
-                                         kMaxSplitLengths));
+    return Invalid("split",
+                   absl::StrCat(def.lengths_size(), " lengths, want 1 to ",
+                                kMaxSplitLengths));
   }
   if (def.lengths_size() % def.n_segments() != 0) {
-    return Invalid("split",
-                   absl::StrCat(def.lengths_size(), " lengths for ",
-                                def.n_segments(),
-                                " segments: not the same count per segment"));
+    return Invalid(
+        "split",
+        absl::StrCat(def.lengths_size(), " lengths for ", def.n_segments(),
+                     " segments: not the same count per segment"));
   }
   SplitState state{.axis = static_cast<SplitAxis>(def.axis()),
                    .n_segments = static_cast<int>(def.n_segments())};

@@ -77,8 +77,8 @@ bool IsName(std::string_view s) {
 absl::StatusOr<SpecItem> ParseMeta(std::string_view item) {
   auto bad = [&](std::string_view problem) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "[AddDevices] meta device \"%s\": %s (want NAME=meta(M0,M1,...))",
-        item, problem));
+        "[AddDevices] meta device \"%s\": %s (want NAME=meta(M0,M1,...))", item,
+        problem));
   };
   const size_t eq = item.find('=');
   SpecItem out{.kind = SpecItem::Kind::kMeta,

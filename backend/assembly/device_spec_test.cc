@@ -120,11 +120,11 @@ TEST(RegistryTest, RejectsDuplicateNamesAndNull) {
 
 TEST(RegistryTest, MetaSpecAddsMetaDeviceOverNamedMembers) {
   Registry registry;
-  ASSERT_TRUE(
-      AddDevices("tp0=meta(cpu0, cpu1), cpu:3, tp1=meta(cpu2,cpu1)", 1, registry)
-          .ok());
-  EXPECT_EQ(Names(registry), (std::vector<std::string>{
-                                 "cpu0", "cpu1", "cpu2", "tp0", "tp1"}));
+  ASSERT_TRUE(AddDevices("tp0=meta(cpu0, cpu1), cpu:3, tp1=meta(cpu2,cpu1)", 1,
+                         registry)
+                  .ok());
+  EXPECT_EQ(Names(registry),
+            (std::vector<std::string>{"cpu0", "cpu1", "cpu2", "tp0", "tp1"}));
   auto* tp0 = dynamic_cast<MetaDevice*>(registry.Find("tp0").value());
   ASSERT_NE(tp0, nullptr);
   ASSERT_EQ(tp0->size(), 2);

@@ -54,8 +54,8 @@ absl::StatusOr<Tensor> SplitWriteTarget(Buffer& buffer, size_t offset,
   const std::optional<size_t> bytes = CheckedNumBytes(t);
   if (!bytes.has_value() || *bytes != size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "layout: a tensor of ", bytes.has_value() ? *bytes : 0,
-        " bytes (", Describe(t), ") for a write of ", size, " bytes"));
+        "layout: a tensor of ", bytes.has_value() ? *bytes : 0, " bytes (",
+        Describe(t), ") for a write of ", size, " bytes"));
   }
   t.buffer = meta;
   t.data = static_cast<char*>(meta->base()) + offset;

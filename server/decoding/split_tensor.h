@@ -11,10 +11,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "backend/buffer.h"
 #include "backend/meta/split_state.h"
 #include "graph/tensor.h"
 #include "proto/tessera.pb.h"
-#include "backend/buffer.h"
 
 namespace tessera::server {
 
@@ -28,11 +28,11 @@ absl::Status PlaceSplit(Tensor& t, const SplitState& state);
 
 // The tensor a write with `layout` (WriteTensor, WriteTensorByHash)
 // scatters into bytes [offset, offset + size) of
-// `buffer` (a checked range): the layout well formed (proto/split_state_codec.h),
-// contiguous,
-// of the layout's type and shape at `offset`, its byte size `size`, in a meta device's buffer, its split fitting the device
-// (recorded for later graphs and reads).
-// Errors: INVALID_ARGUMENT naming the problem.
+// `buffer` (a checked range): the layout well formed
+// (proto/split_state_codec.h), contiguous, of the layout's type and shape at
+// `offset`, its byte size `size`, in a meta device's buffer, its split fitting
+// the device (recorded for later graphs and reads). Errors: INVALID_ARGUMENT
+// naming the problem.
 absl::StatusOr<Tensor> SplitWriteTarget(Buffer& buffer, size_t offset,
                                         size_t size,
                                         const v1::TensorLayout& layout);

@@ -67,8 +67,8 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
           "[WriteTensor] a message with neither header nor chunk");
     }
     TESSERA_RETURN_IF_ERROR(CheckChunk(request.chunk().size()));
-    TESSERA_RETURN_IF_ERROR(WriteBytes(*range_.buffer, range_.offset, split_, written_,
-                                       request.chunk().data(),
+    TESSERA_RETURN_IF_ERROR(WriteBytes(*range_.buffer, range_.offset, split_,
+                                       written_, request.chunk().data(),
                                        request.chunk().size()));
     Keep(reinterpret_cast<const uint8_t*>(request.chunk().data()),
          request.chunk().size());
@@ -124,8 +124,9 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
             Keep(data, n);
             return absl::OkStatus();
           }));
-      TESSERA_RETURN_IF_ERROR(WriteBytes(*range_.buffer, range_.offset, split_, written_,
-                                         staging_.data(), chunk.size()));
+      TESSERA_RETURN_IF_ERROR(WriteBytes(*range_.buffer, range_.offset,
+                                         split_, written_, staging_.data(),
+                                         chunk.size()));
     }
     return Advance(chunk.size());
   }

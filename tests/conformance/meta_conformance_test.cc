@@ -17,8 +17,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "backend/comm/host_communicator.h"
 #include "backend/cpu/cpu_registry.h"
 #include "backend/meta/meta_device.h"
@@ -174,13 +174,14 @@ TEST_P(MetaConformanceTest, MatchesReference) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    MetaConformance, MetaConformanceTest, testing::ValuesIn(Params()),
-    [](const testing::TestParamInfo<Param>& info) {
-      return absl::StrCat("tp", info.param.n, "_",
-                          std::string(SplitAxisName(info.param.state)), "_",
-                          SanitizedName(info.param.op_case->name));
-    });
+INSTANTIATE_TEST_SUITE_P(MetaConformance, MetaConformanceTest,
+                         testing::ValuesIn(Params()),
+                         [](const testing::TestParamInfo<Param>& info) {
+                           return absl::StrCat(
+                               "tp", info.param.n, "_",
+                               std::string(SplitAxisName(info.param.state)),
+                               "_", SanitizedName(info.param.op_case->name));
+                         });
 
 // Every op with a split rule is in some case that runs over members with
 // an input split along an axis, and some ops run with PARTIAL inputs.

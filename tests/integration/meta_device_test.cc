@@ -20,10 +20,10 @@
 #include "client/graph_encoder.h"
 #include "client/remote_device.h"
 #include "client/remote_graph.h"
+#include "gmock/gmock.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/split_state_codec.h"
 #include "sched/testing/models.h"
@@ -125,8 +125,8 @@ struct LlamaStack {
   void BuildGraph() {
     x = testing::NewInput(ctx, Type::kF32, {kDim, kTokens}, "x").value();
     pos = testing::NewInput(ctx, Type::kI32, {kTokens}, "pos").value();
-    mask = testing::NewInput(ctx, Type::kF16, {kTokens, kTokens}, "mask")
-               .value();
+    mask =
+        testing::NewInput(ctx, Type::kF16, {kTokens, kTokens}, "mask").value();
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
     RopeParams rope;
     rope.n_dims = kHeadDim;
@@ -138,8 +138,8 @@ struct LlamaStack {
                rope)
               .value();
       Tensor* k = MulMat(ctx, l.wk, n).value();
-      k = Rope(ctx, Reshape(ctx, k, {kHeadDim, kKvHeads, kTokens}).value(),
-               pos, rope)
+      k = Rope(ctx, Reshape(ctx, k, {kHeadDim, kKvHeads, kTokens}).value(), pos,
+               rope)
               .value();
       Tensor* v = MulMat(ctx, l.wv, n).value();
       v = Reshape(ctx, v, {kHeadDim, kKvHeads, kTokens}).value();
@@ -276,9 +276,9 @@ TEST_F(MetaDaemonTest, LayerStackWithComputeEqualsOneDevice) {
     SCOPED_TRACE(k);
     const LlamaStack::Inputs in = LlamaStack::MakeInputs(k);
     std::vector<float> out(stack.y->NumElements());
-    absl::Status s = client_->Compute(
-        stack.graph, stack.Bind(in),
-        {{stack.y, out.data(), out.size() * sizeof(float)}});
+    absl::Status s =
+        client_->Compute(stack.graph, stack.Bind(in),
+                         {{stack.y, out.data(), out.size() * sizeof(float)}});
     ASSERT_TRUE(s.ok()) << s;
     EXPECT_LT(Nmse(out, Local(k)), 1e-10);
   }
@@ -286,10 +286,9 @@ TEST_F(MetaDaemonTest, LayerStackWithComputeEqualsOneDevice) {
 
 TEST_F(MetaDaemonTest, LayerStackOverExecuteEqualsOneDevice) {
   LlamaStack stack(Tp0());
-  auto graph =
-      RemoteGraph::Register(*client_, stack.graph,
-                            {.n_copies = 2, .devices = {"tp0"}})
-          .value();
+  auto graph = RemoteGraph::Register(*client_, stack.graph,
+                                     {.n_copies = 2, .devices = {"tp0"}})
+                   .value();
   // Every op runs on tp0 (the inputs arrive on the CPU fallback): one
   // split.
   EXPECT_EQ(graph->n_splits(), 1u);
@@ -355,8 +354,8 @@ TEST_F(MetaDaemonTest, BadSplitWritesAreInvalid) {
       client_->AllocBuffer("cpu0", 1 << 16, BufferUsage::kWeights)
           .value()
           .handle;
-  ASSERT_TRUE(WriteSplit(*client_, meta, SplitState::Even(1, 8, 2).value())
-                  .ok());
+  ASSERT_TRUE(
+      WriteSplit(*client_, meta, SplitState::Even(1, 8, 2).value()).ok());
   // Not a meta device.
   ExpectInvalid(WriteSplit(*client_, cpu, SplitState::Even(1, 8, 2).value()),
                 "cpu0, which is not a meta device");
