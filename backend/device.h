@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "backend/buffer.h"
@@ -33,6 +34,8 @@ struct DeviceProps {
   size_t memory_free = 0;
   size_t memory_total = 0;
   DeviceCaps caps;
+  // kMeta: the names of the member devices, rank 0 first; else empty.
+  std::vector<std::string> members;
 };
 
 // A compute device (ggml_backend_dev). Thread-safe.

@@ -8,6 +8,11 @@
 
 namespace tessera {
 
+Registry::~Registry() {
+  view_.clear();
+  while (!owned_.empty()) owned_.pop_back();
+}
+
 absl::Status Registry::Add(std::unique_ptr<Device> device) {
   if (device == nullptr) {
     return absl::InvalidArgumentError("[Registry::Add] null device");

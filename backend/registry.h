@@ -17,6 +17,9 @@ namespace tessera {
 class Registry {
  public:
   Registry() = default;
+  // Destroys the devices in the reverse order of Add: a device built on
+  // others (a meta device over members) goes before them.
+  ~Registry();
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 

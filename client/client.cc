@@ -194,6 +194,7 @@ absl::Status Client::WriteTensor(const v1::TensorRef& dst, const void* data,
   if (options.hash != nullptr) {
     *header->mutable_hash() = wire::ToProto(*options.hash);
   }
+  if (options.layout != nullptr) *header->mutable_layout() = *options.layout;
   std::optional<grpc::ByteBuffer> first(std::in_place);
   TESSERA_RETURN_IF_ERROR(
       wire::SerializeRaw(request, "[WriteTensor]", *first));

@@ -75,6 +75,9 @@ struct WriteOptions {
   const wire::ContentHash* hash = nullptr;
   // Called with the bytes sent so far after each chunk.
   std::function<void(uint64_t)> progress;
+  // For a META device's buffer: the bytes are this whole tensor, scattered
+  // over the members by its split state (proto/split_state_codec.h).
+  const v1::TensorLayout* layout = nullptr;
 };
 
 // Host data for one tensor of a graph: an input to send or an output to

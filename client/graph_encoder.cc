@@ -4,6 +4,7 @@
 
 #include "base/status_macros.h"
 #include "client/remote_buffer.h"
+#include "client/remote_device.h"
 
 namespace tessera::client {
 
@@ -23,6 +24,10 @@ absl::StatusOr<EncodedGraph> EncodeGraph(const Graph& graph, Client& client,
         }
         TESSERA_ASSIGN_OR_RETURN(v1::TensorRef ref, remote->RefOf(t));
         return ref;
+      },
+      [](const Tensor& t) -> absl::StatusOr<std::optional<SplitState>> {
+        auto& device = static_cast<RemoteDevice&>(t.buffer->type().device());
+        return device.SplitOf(t, *t.buffer);
       });
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/remote_device.h"
+#include "proto/split_state_codec.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -84,6 +85,46 @@ absl::Status RemoteBuffer::DoWrite(size_t offset, const void* data,
 
 absl::Status RemoteBuffer::DoRead(size_t offset, void* data, size_t size) {
   return client_.ReadTensor(At(offset), data, size);
+}
+
+absl::StatusOr<std::optional<SplitState>> RemoteBuffer::SplitOf(
+    const Tensor& t) {
+  auto& device = static_cast<RemoteDevice&>(type().device());
+  return device.SplitOf(t, *this);
+}
+
+absl::Status RemoteBuffer::DoSetTensor(Tensor& t, size_t base_offset,
+                                       const void* data, size_t offset,
+                                       size_t size) {
+  TESSERA_ASSIGN_OR_RETURN(std::optional<SplitState> split, SplitOf(t));
+  const bool whole = offset == 0 && size == t.NumBytes() && t.IsContiguous();
+  if (split.has_value() && whole) {
+    const v1::TensorLayout layout = wire::ToProto(wire::TensorLayout{
+        .type = t.type,
+        .ne = {t.ne, t.ne + kMaxDims},
+        .split = *split,
+    });
+    return client_.WriteTensor(At(base_offset), data, size,
+                               {.layout = &layout});
+  }
+  if (split.has_value() && !(*split == SplitState::Mirrored())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "[RemoteBuffer] ", Describe(t), " is ", split->ToString(),
+        " over the daemon's members: write it whole and contiguous"));
+  }
+  return Buffer::DoSetTensor(t, base_offset, data, offset, size);
+}
+
+absl::Status RemoteBuffer::DoGetTensor(const Tensor& t, size_t base_offset,
+                                       void* data, size_t offset,
+                                       size_t size) {
+  TESSERA_ASSIGN_OR_RETURN(std::optional<SplitState> split, SplitOf(t));
+  if (split.has_value() && !(*split == SplitState::Mirrored())) {
+    return absl::UnimplementedError(absl::StrCat(
+        "[RemoteBuffer] reading ", Describe(t), ", ", split->ToString(),
+        " over the daemon's members: only graph outputs are gathered"));
+  }
+  return Buffer::DoGetTensor(t, base_offset, data, offset, size);
 }
 
 absl::Status RemoteBuffer::DoMemset(size_t offset, uint8_t value,

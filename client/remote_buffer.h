@@ -4,12 +4,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/buffer.h"
+#include "backend/meta/split_state.h"
 #include "client/client.h"
 #include "proto/device_codec.h"
 #include "proto/tessera.pb.h"
@@ -70,8 +72,21 @@ class RemoteBuffer final : public Buffer {
   absl::Status DoWrite(size_t offset, const void* data, size_t size) override;
   absl::Status DoRead(size_t offset, void* data, size_t size) override;
   absl::Status DoMemset(size_t offset, uint8_t value, size_t size) override;
+  // On a meta device with a split policy (RemoteDevice::SetSplitPolicy), a
+  // tensor written whole travels with its layout and split state; a part of
+  // a split or partial tensor is INVALID_ARGUMENT. Reading a split or
+  // partial tensor back is UNIMPLEMENTED (the daemon gathers graph outputs
+  // only).
+  absl::Status DoSetTensor(Tensor& t, size_t base_offset, const void* data,
+                           size_t offset, size_t size) override;
+  absl::Status DoGetTensor(const Tensor& t, size_t base_offset, void* data,
+                           size_t offset, size_t size) override;
 
  private:
+  // The split state of `t` on the daemon, if it has one other than
+  // MIRRORED.
+  absl::StatusOr<std::optional<SplitState>> SplitOf(const Tensor& t);
+
   v1::TensorRef At(size_t offset) const;
 
   Client& client_;

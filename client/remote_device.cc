@@ -14,6 +14,9 @@ RemoteDevice::RemoteDevice(Client& client, wire::DeviceDescription info)
     : client_(client),
       remote_name_(info.props.name),
       name_(absl::StrCat("remote:", info.props.name)),
+      n_members_(info.props.type == DeviceType::kMeta
+                     ? static_cast<int>(info.props.members.size())
+                     : 0),
       buffer_type_(*this, client, info),
       info_(std::move(info)) {}
 
@@ -61,6 +64,33 @@ absl::StatusOr<std::unique_ptr<Stream>> RemoteDevice::CreateStream() {
 
 absl::StatusOr<std::unique_ptr<Event>> RemoteDevice::CreateEvent() {
   return std::make_unique<TicketEvent>(*this);
+}
+
+absl::Status RemoteDevice::SetSplitPolicy(SplitPolicy policy) {
+  if (!is_meta()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "[RemoteDevice] ", name_, " is not a meta device: no split policy"));
+  }
+  absl::MutexLock lock(&mu_);
+  policy_ = std::move(policy);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<SplitState>> RemoteDevice::SplitOf(
+    const Tensor& t, const Buffer& buffer) {
+  SplitPolicy policy;
+  {
+    absl::MutexLock lock(&mu_);
+    policy = policy_;
+  }
+  if (!policy || buffer.usage() == BufferUsage::kCompute) return std::nullopt;
+  SplitState state = policy(t);
+  absl::Status valid = ValidateSplit(state, t, n_members_);
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[", name_, "] split policy: ", valid.message()));
+  }
+  return state;
 }
 
 bool RemoteDevice::SupportsOp(const Tensor& node) const {

@@ -13,6 +13,7 @@
 //   auto sched = Scheduler::Create({stream.get(), cpu_stream}, {}, {}).value();
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/device.h"
+#include "backend/meta/meta_device.h"
+#include "backend/meta/split_state.h"
 #include "client/client.h"
 #include "client/remote_buffer.h"
 #include "proto/device_codec.h"
@@ -58,16 +61,36 @@ class RemoteDevice final : public Device {
   Client& client() const { return client_; }
   const std::string& remote_name() const { return remote_name_; }
 
+  // Whether the daemon's device is a tensor-parallel meta device (its
+  // members are Props().members).
+  bool is_meta() const { return n_members_ > 0; }
+  // For a meta device: gives the split state of each tensor written whole
+  // to this device's buffers (outside compute usage), sent with the write
+  // so that the daemon scatters it over the members, and with graphs that
+  // read the tensor. backend/meta/llama_policy.h has ready-made policies;
+  // an empty one removes the policy. Call before writing tensors. Errors:
+  // FAILED_PRECONDITION for a device that is not a meta device.
+  absl::Status SetSplitPolicy(SplitPolicy policy);
+  // The split state the policy gives `t` in `buffer` (one of this device's
+  // buffers), checked against its shape and the member count; nullopt
+  // without a policy or in a compute buffer.
+  // Errors: INVALID_ARGUMENT for a state that does not fit `t`.
+  absl::StatusOr<std::optional<SplitState>> SplitOf(const Tensor& t,
+                                                    const Buffer& buffer);
+
  private:
   // Constant after construction.
   Client& client_;
   const std::string remote_name_;
   const std::string name_;
+  // Members of a meta device (0: not one).
+  const int n_members_;
   RemoteBufferType buffer_type_;
 
   // The daemon's last description of the device, refreshed by Props().
   absl::Mutex mu_;
   wire::DeviceDescription info_ ABSL_GUARDED_BY(mu_);
+  SplitPolicy policy_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera::client

@@ -93,6 +93,9 @@ v1::DeviceInfo ToProto(const DeviceDescription& device) {
   for (const BufferTypeDescription& type : device.buffer_types) {
     *out.add_buffer_types() = ToProto(type);
   }
+  for (const std::string& member : device.props.members) {
+    out.add_members(member);
+  }
   return out;
 }
 
@@ -112,6 +115,7 @@ absl::StatusOr<DeviceDescription> FromProto(const v1::DeviceInfo& device) {
   for (const v1::BufferTypeInfo& buffer_type : device.buffer_types()) {
     out.buffer_types.push_back(FromProto(buffer_type));
   }
+  out.props.members.assign(device.members().begin(), device.members().end());
   return out;
 }
 

@@ -32,6 +32,18 @@ TEST(DeviceCodecTest, DeviceRoundTrip) {
   EXPECT_TRUE(back->props.caps.host_buffer);
   EXPECT_FALSE(back->props.caps.buffer_from_host_ptr);
   EXPECT_EQ(back->buffer_types, device.buffer_types);
+  EXPECT_TRUE(back->props.members.empty());
+}
+
+TEST(DeviceCodecTest, MetaDeviceMembersRoundTrip) {
+  DeviceDescription device;
+  device.props = {.name = "tp0",
+                  .type = DeviceType::kMeta,
+                  .members = {"cpu0", "cpu1"}};
+  absl::StatusOr<DeviceDescription> back = FromProto(ToProto(device));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->props.type, DeviceType::kMeta);
+  EXPECT_EQ(back->props.members, (std::vector<std::string>{"cpu0", "cpu1"}));
 }
 
 TEST(DeviceCodecTest, TypesRoundTrip) {

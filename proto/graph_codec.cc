@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "proto/split_state_codec.h"
 
 namespace tessera::wire {
 namespace {
@@ -15,7 +16,9 @@ constexpr uint32_t kWireFlags = kFlagInput | kFlagOutput | kFlagParam;
 
 class Encoder {
  public:
-  Encoder(const Graph& graph, const DataRefFn& data_ref) : data_ref_(data_ref) {
+  Encoder(const Graph& graph, const DataRefFn& data_ref,
+          const SplitFn& split_of)
+      : data_ref_(data_ref), split_of_(split_of) {
     nodes_.insert(graph.nodes().begin(), graph.nodes().end());
   }
 
@@ -79,6 +82,11 @@ class Encoder {
       TESSERA_ASSIGN_OR_RETURN(std::optional<v1::TensorRef> ref, data_ref_(t));
       if (ref.has_value()) {
         *td.mutable_data() = *ref;
+        if (split_of_) {
+          TESSERA_ASSIGN_OR_RETURN(std::optional<SplitState> split,
+                                   split_of_(t));
+          if (split.has_value()) *td.mutable_split() = ToProto(*split);
+        }
       } else if (!is_node && t.view_src != nullptr) {
         return EncodeError(t,
                            "a view that is not a node of the graph needs data");
@@ -89,6 +97,7 @@ class Encoder {
   }
 
   const DataRefFn& data_ref_;
+  const SplitFn& split_of_;
   absl::flat_hash_set<const Tensor*> nodes_;
   EncodedGraph out_;
 };
@@ -323,6 +332,19 @@ class Decoder {
     } else if (t.op == Op::kNone && !t.IsView()) {
       t.flags |= kFlagInput;
     }
+    if (td.has_split()) {
+      if (!td.has_data()) {
+        return Invalid(id, name, "a split state without data");
+      }
+      if (!hooks_.place_split) {
+        return Invalid(id, name, "a split state is not accepted here");
+      }
+      absl::StatusOr<SplitState> split = FromProto(td.split());
+      if (!split.ok()) return Invalid(id, name, split.status().message());
+      if (absl::Status s = hooks_.place_split(t, *split); !s.ok()) {
+        return HookError(id, name, s);
+      }
+    }
 
     if (hooks_.validate) {
       if (absl::Status s = hooks_.validate(t); !s.ok()) {
@@ -360,8 +382,9 @@ absl::StatusOr<uint32_t> EncodedGraph::IdOf(const Tensor* t) const {
 }
 
 absl::StatusOr<EncodedGraph> ToProto(const Graph& graph,
-                                     const DataRefFn& data_ref) {
-  return Encoder(graph, data_ref).Encode(graph);
+                                     const DataRefFn& data_ref,
+                                     const SplitFn& split_of) {
+  return Encoder(graph, data_ref, split_of).Encode(graph);
 }
 
 absl::StatusOr<DecodedGraphDef> FromProto(const v1::GraphDef& def,

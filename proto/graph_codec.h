@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "backend/meta/split_state.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
@@ -47,6 +48,11 @@ struct EncodedGraph {
 using DataRefFn =
     std::function<absl::StatusOr<std::optional<v1::TensorRef>>(const Tensor&)>;
 
+// The split state a tensor with data names on the wire (its data in a meta
+// device's buffer), or nullopt for none. An error stops the encoding.
+using SplitFn =
+    std::function<absl::StatusOr<std::optional<SplitState>>(const Tensor&)>;
+
 // INVALID_ARGUMENT "[EncodeGraph] tensor 'NAME': PROBLEM", the form of every
 // encoding error (for DataRefFn implementations too).
 absl::Status EncodeError(const Tensor& t, absl::string_view problem);
@@ -59,10 +65,13 @@ absl::Status EncodeError(const Tensor& t, absl::string_view problem);
 // same way when they have it (results land there). Views that are nodes
 // never carry data. Trailing zero op_params and absent sources are left
 // out; flags other than input, output and param are dropped.
-// Errors: those of `data_ref`; INVALID_ARGUMENT naming the tensor for a
-// view that is not a node and has no data.
+// A tensor that carries data also carries the split state `split_of` gives
+// it (when set).
+// Errors: those of `data_ref` and `split_of`; INVALID_ARGUMENT naming the
+// tensor for a view that is not a node and has no data.
 absl::StatusOr<EncodedGraph> ToProto(const Graph& graph,
-                                     const DataRefFn& data_ref);
+                                     const DataRefFn& data_ref,
+                                     const SplitFn& split_of = nullptr);
 
 struct GraphLimits {
   // Most tensors in a GraphDef.
@@ -81,6 +90,10 @@ struct GraphHooks {
   std::function<absl::Status(Tensor& t, const v1::TensorRef& ref,
                              size_t bytes)>
       place_data;
+  // For a tensor with data and a split state, after place_data: checks the
+  // state against where the data lies (and records it there). Unset: a
+  // split state is INVALID_ARGUMENT.
+  std::function<absl::Status(Tensor& t, const SplitState& state)> place_split;
   // For every tensor once its structure and data are decoded, before later
   // tensors may refer to it. Unset: no check.
   std::function<absl::Status(const Tensor& t)> validate;
@@ -106,7 +119,8 @@ struct DecodedGraphDef {
 //     forward reference and no cycle); view_src likewise; view_offs only
 //     with view_src; only known flags (input on the wire is ignored).
 //  2. data: not on a view; then hooks.place_data. A leaf without data that
-//     is not a view is an input.
+//     is not a view is an input. A split state: only with data, well formed
+//     (proto/split_state_codec.h), then hooks.place_split.
 //  3. hooks.validate.
 // Then the nodes (GraphDef.nodes, or every tensor with an op): known ids of
 // op tensors, each once, each source and view source a leaf or a node

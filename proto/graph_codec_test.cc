@@ -10,6 +10,7 @@
 #include "graph/graph.h"
 #include "graph/ops.h"
 #include "gtest/gtest.h"
+#include "proto/split_state_codec.h"
 
 namespace tessera::wire {
 namespace {
@@ -170,6 +171,64 @@ TEST(GraphCodecTest, LimitsTheTensorCount) {
   absl::StatusOr<DecodedGraphDef> decoded =
       FromProto(encoded.def, {.max_tensors = 2}, {}, ctx);
   EXPECT_EQ(decoded.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(GraphCodecTest, SplitStatesRoundTrip) {
+  Sample s;
+  const SplitState split = SplitState::Even(1, 4, 2).value();
+  SplitFn split_of =
+      [&](const Tensor& t) -> absl::StatusOr<std::optional<SplitState>> {
+    EXPECT_EQ(&t, s.w);  // only tensors with data are asked
+    return split;
+  };
+  EncodedGraph encoded = ToProto(s.graph, s.DataRef(), split_of).value();
+  std::vector<std::pair<std::string, SplitState>> placed;
+  GraphHooks hooks;
+  hooks.place_data = [](Tensor&, const v1::TensorRef&, size_t) {
+    return absl::OkStatus();
+  };
+  hooks.place_split = [&](Tensor& t, const SplitState& state) {
+    placed.emplace_back(t.name, state);
+    return absl::OkStatus();
+  };
+  Context ctx;
+  absl::StatusOr<DecodedGraphDef> decoded =
+      FromProto(encoded.def, {}, hooks, ctx);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_THAT(placed, ::testing::ElementsAre(std::make_pair("w", split)));
+}
+
+TEST(GraphCodecTest, SplitStatesAreChecked) {
+  Sample s;
+  EncodedGraph encoded = ToProto(s.graph, s.DataRef()).value();
+  GraphHooks hooks;
+  hooks.place_data = [](Tensor&, const v1::TensorRef&, size_t) {
+    return absl::OkStatus();
+  };
+  auto decode = [&](const v1::GraphDef& def) {
+    Context ctx;
+    return FromProto(def, {}, hooks, ctx).status();
+  };
+  const uint32_t w = encoded.ids.at(s.w);
+  const uint32_t x = encoded.ids.at(s.x);
+  // No hook: not accepted.
+  v1::GraphDef def = encoded.def;
+  *def.mutable_tensors(w)->mutable_split() = ToProto(SplitState::Partial());
+  EXPECT_THAT(decode(def).message(),
+              HasSubstr("(\"w\"): a split state is not accepted here"));
+  hooks.place_split = [](Tensor&, const SplitState&) {
+    return absl::InvalidArgumentError("not a meta device's buffer");
+  };
+  EXPECT_THAT(decode(def).message(),
+              HasSubstr("(\"w\"): not a meta device's buffer"));
+  // Malformed, or on a tensor without data.
+  def.mutable_tensors(w)->mutable_split()->set_kind(v1::SplitStateDef::AXIS);
+  EXPECT_THAT(decode(def).message(),
+              HasSubstr("(\"w\"): split: AXIS with n_segments below 1"));
+  def = encoded.def;
+  *def.mutable_tensors(x)->mutable_split() = ToProto(SplitState::Mirrored());
+  EXPECT_THAT(decode(def).message(),
+              HasSubstr("(\"x\"): a split state without data"));
 }
 
 }  // namespace

@@ -19,11 +19,21 @@ namespace tessera {
 //   "cuda"     every CUDA GPU found (none is not an error; none at all in a
 //              build without the CUDA Toolkit)
 //   "all"      every GPU found, and one CPU device
-// The whole spec is parsed before any device is added, so a bad item adds
-// nothing.
-// Errors: INVALID_ARGUMENT for an unknown item, a bad count or cpu_threads
-// below 1; ALREADY_EXISTS for a name `registry` already has; a backend's
-// error opening a device it found.
+//   "NAME=meta(M0,M1,...)"
+//              a tensor-parallel meta device NAME (backend/meta) over the
+//              devices named M0, M1, ... (rank order; added by this spec or
+//              already in `registry`; they stay devices of their own):
+//              CPU members collect through the host communicator, CUDA
+//              members through NCCL. Weights a client writes without a
+//              split state are MIRRORED.
+// The whole spec is parsed before any device is added, so a malformed item
+// adds nothing; meta devices are made after every other item, once each
+// member name resolves.
+// Errors: INVALID_ARGUMENT for an unknown item, a bad count, cpu_threads
+// below 1, a bad meta NAME, fewer than 2 or repeated members, an unknown
+// member, members of mixed kinds or of a kind without a communicator;
+// ALREADY_EXISTS for a name `registry` already has; a backend's error
+// opening a device it found or a communicator's error.
 absl::Status AddDevices(std::string_view spec, int cpu_threads,
                         Registry& registry);
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_device.h"
+#include "backend/meta/meta_device.h"
 #include "gtest/gtest.h"
 
 namespace tessera {
@@ -115,6 +116,52 @@ TEST(RegistryTest, RejectsDuplicateNamesAndNull) {
           .ok());
   EXPECT_EQ(AddDevices("cpu", 1, by_hand).code(),
             absl::StatusCode::kAlreadyExists);
+}
+
+TEST(RegistryTest, MetaSpecAddsMetaDeviceOverNamedMembers) {
+  Registry registry;
+  ASSERT_TRUE(AddDevices("tp0=meta(cpu0, cpu1), cpu:3, tp1=meta(cpu2,cpu1)", 1,
+                         registry)
+                  .ok());
+  EXPECT_EQ(Names(registry),
+            (std::vector<std::string>{"cpu0", "cpu1", "cpu2", "tp0", "tp1"}));
+  auto* tp0 = dynamic_cast<MetaDevice*>(registry.Find("tp0").value());
+  ASSERT_NE(tp0, nullptr);
+  ASSERT_EQ(tp0->size(), 2);
+  EXPECT_EQ(&tp0->member(0), registry.Find("cpu0").value());
+  EXPECT_EQ(&tp0->member(1), registry.Find("cpu1").value());
+  const DeviceProps props = registry.Find("tp1").value()->Props();
+  EXPECT_EQ(props.type, DeviceType::kMeta);
+  EXPECT_EQ(props.members, (std::vector<std::string>{"cpu2", "cpu1"}));
+  EXPECT_TRUE(registry.Find("cpu0").value()->Props().members.empty());
+}
+
+TEST(RegistryTest, BadMetaSpecsAreInvalid) {
+  struct Case {
+    const char* spec;
+    const char* words;
+  };
+  for (const Case& c : {
+           Case{"cpu:2,tp0=meta(cpu0)", "1 members, want 2"},
+           Case{"cpu:2,tp0=meta(cpu0,cpu0)", "cpu0 is listed twice"},
+           Case{"cpu:2,tp0=meta(cpu0,cpu7)", "no device named \"cpu7\""},
+           Case{"cpu:2,tp0=mesh(cpu0,cpu1)", "not meta(...)"},
+           Case{"cpu:2,tp0=meta(cpu0,)", "member name is empty"},
+           Case{"cpu:2,=meta(cpu0,cpu1)", "the name is not"},
+           Case{"cpu:2,cpu0=meta(cpu0,cpu1)", "a device of that name exists"},
+           Case{"cpu:4,tp0=meta(cpu0,cpu1),tp1=meta(tp0,cpu2)",
+                "not all of one kind"},
+       }) {
+    SCOPED_TRACE(c.spec);
+    Registry registry;
+    absl::Status s = AddDevices(c.spec, 1, registry);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find(c.words), std::string::npos) << s;
+  }
+  // A malformed meta item adds nothing.
+  Registry registry;
+  EXPECT_FALSE(AddDevices("cpu:2,tp0=meta(cpu0", 1, registry).ok());
+  EXPECT_TRUE(registry.devices().empty());
 }
 
 }  // namespace

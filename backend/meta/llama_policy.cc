@@ -26,7 +26,21 @@ SplitPolicy MirroredPolicy() {
 
 SplitPolicy LlamaSplitPolicy(int n, LlamaSplitOptions o) {
   return [n, o](const Tensor& t) -> SplitState {
-    const int64_t q_unit = o.head_dim * o.gqa_ratio;
+    // KV heads of the layer, from a query-side extent (heads * head_dim) or
+    // a KV-side one.
+    const auto kv_of_q = [&](int64_t q_extent) {
+      return q_extent / (o.head_dim * o.gqa_ratio);
+    };
+    const auto kv_of_kv = [&](int64_t kv_extent) {
+      return kv_extent / o.head_dim;
+    };
+    // Fewer KV heads than members: one KV head is mirrored and the query
+    // heads are split one by one (each reads the one KV head); with more
+    // than one, attention stays whole on every member.
+    const auto q_unit_for = [&](int64_t n_kv) -> int64_t {
+      if (n_kv >= n) return o.head_dim * o.gqa_ratio;
+      return n_kv == 1 ? o.head_dim : 0;
+    };
     if (Named(t, "attn_qkv")) {
       // [in, q + 2 kv]: q = gqa_ratio * kv.
       const int64_t kv = t.ne[1] / (o.gqa_ratio + 2);
@@ -34,16 +48,22 @@ SplitPolicy LlamaSplitPolicy(int n, LlamaSplitOptions o) {
       return OrMirrored(SplitState::Segmented(1, segs, n, o.head_dim), t, n);
     }
     if (Named(t, "attn_q")) {
-      return OrMirrored(SplitState::Even(1, t.ne[1], n, q_unit), t, n);
+      const int64_t unit = q_unit_for(kv_of_q(t.ne[1]));
+      if (unit == 0) return SplitState::Mirrored();
+      return OrMirrored(SplitState::Even(1, t.ne[1], n, unit), t, n);
     }
     if (Named(t, "cache_k") || Named(t, "cache_v")) {
+      if (kv_of_kv(t.ne[0]) < n) return SplitState::Mirrored();
       return OrMirrored(SplitState::Even(0, t.ne[0], n, o.head_dim), t, n);
     }
     if (Named(t, "attn_k") || Named(t, "attn_v")) {
+      if (kv_of_kv(t.ne[1]) < n) return SplitState::Mirrored();
       return OrMirrored(SplitState::Even(1, t.ne[1], n, o.head_dim), t, n);
     }
     if (Named(t, "attn_output")) {
-      return OrMirrored(SplitState::Even(0, t.ne[0], n, q_unit), t, n);
+      const int64_t unit = q_unit_for(kv_of_q(t.ne[0]));
+      if (unit == 0) return SplitState::Mirrored();
+      return OrMirrored(SplitState::Even(0, t.ne[0], n, unit), t, n);
     }
     if (Named(t, "ffn_gate") || Named(t, "ffn_up")) {
       return OrMirrored(SplitState::Even(1, t.ne[1], n, o.ffn_granularity), t,

@@ -34,6 +34,9 @@ struct LlamaSplitOptions {
 //   the KV cache (model/llama.h: cache_k.L, cache_v.L, [n_embd_kv, n_ctx])
 //     split on axis 0 in whole heads, as attn_k and attn_v's outputs are, so
 //     that each member writes and attends over its own KV heads;
+//   with fewer KV heads than members: one KV head (attn_k, attn_v and the
+//     cache) MIRRORED while Q and O split on single heads, all of which
+//     read it; several KV heads keep the whole attention MIRRORED;
 //   everything else (token_embd, norms, output) MIRRORED, as is any weight
 //   whose split would not fit (it is then computed whole on every member).
 SplitPolicy LlamaSplitPolicy(int n_members, LlamaSplitOptions options);

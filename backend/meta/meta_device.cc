@@ -164,6 +164,13 @@ void MetaBuffer::RecordState(const Tensor& t, const SplitState& state) {
   states_[KeyOf(t)] = state;
 }
 
+std::optional<SplitState> MetaBuffer::RecordedState(const Tensor& t) {
+  const Key key = KeyOf(t);
+  absl::MutexLock lock(&mu_);
+  if (auto it = states_.find(key); it != states_.end()) return it->second;
+  return std::nullopt;
+}
+
 Tensor MetaBuffer::MemberTensor(const Tensor& t, const SplitState& state,
                                 int i) {
   Tensor m;
@@ -386,6 +393,20 @@ absl::StatusOr<std::unique_ptr<MetaDevice>> MetaDevice::Create(
       std::move(name), std::move(members), comm, std::move(policy)));
 }
 
+absl::StatusOr<std::unique_ptr<MetaDevice>> MetaDevice::Create(
+    std::string name, std::vector<Device*> members,
+    std::unique_ptr<Communicator> comm, SplitPolicy policy) {
+  if (comm == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[MetaDevice::Create ", name, "] no communicator"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<MetaDevice> device,
+      Create(std::move(name), std::move(members), *comm, std::move(policy)));
+  device->owned_comm_ = std::move(comm);
+  return device;
+}
+
 DeviceProps MetaDevice::Props() {
   DeviceProps props;
   props.name = name_;
@@ -397,6 +418,7 @@ DeviceProps MetaDevice::Props() {
   for (Device* d : members_) {
     DeviceProps p = d->Props();
     absl::StrAppend(&props.description, " ", p.name);
+    props.members.push_back(p.name);
     free = std::min(free, p.memory_free);
     total = std::min(total, p.memory_total);
   }

@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,8 @@ class MetaBuffer final : public Buffer {
   // policy's state that does not fit `t`.
   absl::StatusOr<SplitState> StateOf(const Tensor& t);
   void RecordState(const Tensor& t, const SplitState& state);
+  // The state last recorded for `t` (no policy), if any.
+  std::optional<SplitState> RecordedState(const Tensor& t);
 
   // Member `i`'s tensor of `t` under `state`, at t's offset in member buffer
   // i: contiguous with the member's shape (a view's strides kept when not
@@ -196,9 +199,13 @@ class MetaDevice final : public Device {
   static absl::StatusOr<std::unique_ptr<MetaDevice>> Create(
       std::string name, std::vector<Device*> members, Communicator& comm,
       SplitPolicy policy);
+  // The same with a communicator the device owns (destroyed with it).
+  static absl::StatusOr<std::unique_ptr<MetaDevice>> Create(
+      std::string name, std::vector<Device*> members,
+      std::unique_ptr<Communicator> comm, SplitPolicy policy);
 
   const std::string& name() const override { return name_; }
-  // Memory: the smallest member's times the member count.
+  // Memory: the smallest member's times the member count; members by name.
   DeviceProps Props() override;
   BufferType& buffer_type() override { return buffer_type_; }
   // A MetaStream over a new stream of each member.
@@ -223,6 +230,7 @@ class MetaDevice final : public Device {
   // Constant after construction.
   const std::string name_;
   const std::vector<Device*> members_;
+  std::unique_ptr<Communicator> owned_comm_;  // may be null
   Communicator& comm_;
   const SplitPolicy policy_;
   MetaBufferType buffer_type_;

@@ -453,8 +453,10 @@ TEST(MetaDeviceTest, KvCacheAttentionSplitByHeads) {
     int n;
     int64_t heads, kv_heads;
   };
-  // GQA (2 query heads per KV head) and plain multi-head attention.
-  for (const Shape& shape : {Shape{2, 4, 2}, Shape{2, 4, 4}, Shape{3, 6, 3}}) {
+  // GQA (2 query heads per KV head), plain multi-head attention, and one
+  // KV head for all query heads (mirrored on every member).
+  for (const Shape& shape : {Shape{2, 4, 2}, Shape{2, 4, 4}, Shape{3, 6, 3},
+                             Shape{2, 4, 1}, Shape{4, 4, 1}}) {
     SCOPED_TRACE(absl::StrCat(shape.n, " members, ", shape.heads, "/",
                               shape.kv_heads, " heads"));
     Registry one;
@@ -470,12 +472,13 @@ TEST(MetaDeviceTest, KvCacheAttentionSplitByHeads) {
     CachedAttention got(tp.meta(), shape.heads, shape.kv_heads);
     auto stream = tp.meta().CreateStream().value();
     auto* meta_stream = static_cast<MetaStream*>(stream.get());
-    // The cache is split by heads, like K and V.
+    // The cache is split by heads, like K and V; one KV head is mirrored.
     const SplitState cache_state =
         static_cast<MetaBuffer*>(got.cache_k->buffer)
             ->StateOf(*got.cache_k)
             .value();
-    EXPECT_EQ(cache_state.axis, SplitAxis::kAxis0);
+    EXPECT_EQ(cache_state.axis, shape.kv_heads == 1 ? SplitAxis::kMirrored
+                                                    : SplitAxis::kAxis0);
     for (int step = 0; step < 4; ++step) {
       SCOPED_TRACE(step);
       const std::vector<float> want = ref.Step(*ref_stream, step);
@@ -776,6 +779,30 @@ TEST(MetaDeviceTest, LlamaPolicySplitsByName) {
   EXPECT_EQ(named("blk.0.attn_norm.weight", {64}).axis, SplitAxis::kMirrored);
   // A split that does not fit falls back to mirrored.
   EXPECT_EQ(named("blk.0.attn_q.weight", {64, 40}).axis, SplitAxis::kMirrored);
+}
+
+TEST(MetaDeviceTest, LlamaPolicyMirrorsASingleKvHead) {
+  // 4 query heads over 1 KV head, 2 members.
+  SplitPolicy policy = LlamaSplitPolicy(2, {.head_dim = 16, .gqa_ratio = 4});
+  Context ctx;
+  auto named = [&](std::string name, std::vector<int64_t> ne) {
+    Tensor* t = ctx.NewTensor(Type::kF32, ne).value();
+    t->name = std::move(name);
+    return policy(*t);
+  };
+  EXPECT_EQ(named("blk.0.attn_k.weight", {64, 16}).axis, SplitAxis::kMirrored);
+  EXPECT_EQ(named("blk.0.attn_v.weight", {64, 16}).axis, SplitAxis::kMirrored);
+  EXPECT_EQ(named("cache_k.0", {16, 128}).axis, SplitAxis::kMirrored);
+  // Query heads one by one: two each.
+  EXPECT_EQ(named("blk.0.attn_q.weight", {64, 64}).lengths,
+            (std::vector<int64_t>{32, 32}));
+  EXPECT_EQ(named("blk.0.attn_output.weight", {64, 64}).lengths,
+            (std::vector<int64_t>{32, 32}));
+  // Two KV heads over 4 members: attention whole on every member.
+  SplitPolicy four = LlamaSplitPolicy(4, {.head_dim = 16, .gqa_ratio = 2});
+  Tensor* q = ctx.NewTensor(Type::kF32, {64, 64}).value();
+  q->name = "blk.0.attn_q.weight";
+  EXPECT_EQ(four(*q).axis, SplitAxis::kMirrored);
 }
 
 }  // namespace

@@ -182,6 +182,10 @@ absl::Status MetaStream::ComputeAsync(const Graph& graph) {
         TESSERA_RETURN_IF_ERROR(
             Prefixed(comm.AllGather(member_ptrs_, step.a, step.b), where));
         break;
+      case TpStep::Kind::kBroadcast:
+        TESSERA_RETURN_IF_ERROR(
+            Prefixed(comm.Broadcast(member_ptrs_, step.root, step.a), where));
+        break;
       case TpStep::Kind::kZero:
         for (int i = 0; i < device_.size(); ++i) {
           TESSERA_RETURN_IF_ERROR(members_[i]->SetTensorAsync(

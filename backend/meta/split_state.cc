@@ -150,7 +150,20 @@ absl::Status ValidateSplit(const SplitState& state, const Tensor& t,
                                   static_cast<size_t>(n_members)) {
     return error("need ", n_members, " lengths per segment");
   }
+  // Each length is within the extent, so the running sum stops before it
+  // could overflow.
+  const int64_t extent = t.ne[state.axis_index()];
   int64_t sum = 0;
+  for (int64_t len : state.lengths) {
+    if (len < 0) return error("a negative length");
+    if (len > extent - sum) {
+      return error("lengths add up to more than ", extent);
+    }
+    sum += len;
+  }
+  if (sum != extent) {
+    return error("lengths add up to ", sum, ", not ", extent);
+  }
   const int64_t block = Traits(t.type).block_size;
   for (int i = 0; i < n_members; ++i) {
     for (const SlicePiece& p : state.Pieces(i)) {
@@ -159,13 +172,6 @@ absl::Status ValidateSplit(const SplitState& state, const Tensor& t,
         return error("a slice cuts a block of ", block, " values");
       }
     }
-  }
-  for (int64_t len : state.lengths) {
-    if (len < 0) return error("a negative length");
-    sum += len;
-  }
-  if (sum != t.ne[state.axis_index()]) {
-    return error("lengths add up to ", sum, ", not ", t.ne[state.axis_index()]);
   }
   return absl::OkStatus();
 }

@@ -320,11 +320,14 @@ class Deriver {
       return w;
     }
     // Uneven or segmented: zeros everywhere but the member's pieces, then
-    // sum.
+    // sum; I32 (which collectives do not sum) is broadcast piece by piece.
+    // Block types have no copy into their own type.
+    if (t.type == Type::kI32) return GatherByBroadcast(t, p);
     if (!IsReducedType(t.type)) {
       return absl::UnimplementedError(
           absl::StrCat("cannot gather an uneven split of ", Describe(t), " (",
-                       s.ToString(), "): its type is not reduced"));
+                       s.ToString(), "): its type is neither summed nor "
+                       "copied"));
     }
     for (int i = 0; i < n_; ++i) w.m[i] = Scratch(i, t.type, t.ne);
     Collective(TpStep::Kind::kZero, w.m);
@@ -355,6 +358,55 @@ class Deriver {
     return w;
   }
 
+  // The whole value of split `t` on every member, one piece at a time: its
+  // owner copies it into a contiguous scratch tensor, broadcasts that, and
+  // every member copies it into place.
+  absl::StatusOr<Placed> GatherByBroadcast(const Tensor& t, const Placed& p) {
+    const SplitState& s = p.state;
+    const int d = s.axis_index();
+    Placed w{SplitState::Mirrored(), std::vector<Tensor*>(n_)};
+    for (int i = 0; i < n_; ++i) w.m[i] = Scratch(i, t.type, t.ne);
+    // A view of `piece_ne` at `offset` along axis d of contiguous `whole`.
+    auto piece_view = [&](int member, Tensor* whole,
+                          const int64_t piece_ne[kMaxDims],
+                          int64_t offset) -> absl::StatusOr<Tensor*> {
+      TESSERA_ASSIGN_OR_RETURN(
+          Tensor * v,
+          View(plan_.ctx, whole,
+               {piece_ne[0], piece_ne[1], piece_ne[2], piece_ne[3]},
+               {whole->nb[1], whole->nb[2], whole->nb[3]},
+               AxisBytes(t.type, whole->nb[d], d, offset)));
+      return Adopt(member, v);
+    };
+    auto copy = [&](int member, Tensor* from, Tensor* to) -> absl::Status {
+      TESSERA_ASSIGN_OR_RETURN(Tensor * cpy, Cpy(plan_.ctx, from, to));
+      views_.push_back(cpy);
+      Emit(member, cpy);
+      return absl::OkStatus();
+    };
+    for (int root = 0; root < n_; ++root) {
+      for (const SlicePiece& piece : s.Pieces(root)) {
+        int64_t ne[kMaxDims];
+        for (int k = 0; k < kMaxDims; ++k) ne[k] = t.ne[k];
+        ne[d] = piece.length;
+        std::vector<Tensor*> buf(n_);
+        for (int i = 0; i < n_; ++i) buf[i] = Scratch(i, t.type, ne);
+        TESSERA_ASSIGN_OR_RETURN(
+            Tensor * mine,
+            piece_view(root, p.m[root], ne, piece.member_offset));
+        TESSERA_RETURN_IF_ERROR(copy(root, mine, buf[root]));
+        Collective(TpStep::Kind::kBroadcast, buf);
+        plan_.steps.back().root = root;
+        for (int i = 0; i < n_; ++i) {
+          TESSERA_ASSIGN_OR_RETURN(
+              Tensor * to, piece_view(i, w.m[i], ne, piece.full_offset));
+          TESSERA_RETURN_IF_ERROR(copy(i, buf[i], to));
+        }
+      }
+    }
+    return w;
+  }
+
   // Member slices of whole `w` (of shape `meta`) under split `s`.
   absl::StatusOr<std::vector<Tensor*>> SliceLike(const Placed& w,
                                                  const Tensor& meta,
@@ -371,10 +423,20 @@ class Deriver {
       int64_t ne[kMaxDims];
       MemberShape(meta, s, i, ne);
       Tensor* whole = w.m[i];
+      if (whole->nb[0] != Traits(whole->type).type_size) {
+        // A view keeps nb[0]'s element (or block) stride: make a transposed
+        // whole contiguous first.
+        TESSERA_ASSIGN_OR_RETURN(Tensor * c, Cont(plan_.ctx, whole));
+        whole = Adopt(i, c);
+      }
+      // Every slice of an empty tensor is empty, at its start.
+      const size_t offset = whole->NumElements() == 0
+                                ? 0
+                                : AxisBytes(meta.type, whole->nb[d], d, start);
       TESSERA_ASSIGN_OR_RETURN(
           Tensor * v,
           View(plan_.ctx, whole, ne, {whole->nb[1], whole->nb[2], whole->nb[3]},
-               AxisBytes(meta.type, whole->nb[d], d, start)));
+               offset));
       Adopt(i, v);
       if (v->IsContiguous()) {
         out[i] = v;
@@ -578,15 +640,22 @@ class Deriver {
     TESSERA_ASSIGN_OR_RETURN(Placed * pq_ptr, Get(q));
     const SplitState sq = pq_ptr->state;
     const int64_t r = q->ne[2] / k->ne[2];
+    // One KV head serves every query head: any head split of q reads it
+    // whole.
+    const bool one_kv = k->ne[2] == 1 && v->ne[2] == 1;
     bool fits = sq.is_split() && sq.axis_index() == 2 &&
                 sq.n_segments == 1 && node->param<float>(1) == 0.0f &&
                 (mask == nullptr || mask->ne[2] == 1);
-    for (int64_t l : sq.lengths) fits = fits && l % r == 0;
+    for (int64_t l : sq.lengths) fits = fits && (one_kv || l % r == 0);
     if (!fits) return AllWhole(node);
     const Placed pq = *pq_ptr;
     SplitState kv_want = sq;
     for (int64_t& l : kv_want.lengths) l /= r;
     auto heads = [&](Tensor* t) -> absl::StatusOr<std::vector<Tensor*>> {
+      if (one_kv) {
+        TESSERA_ASSIGN_OR_RETURN(Placed w, Whole(t));
+        return w.m;
+      }
       TESSERA_ASSIGN_OR_RETURN(Placed * p, Get(t));
       if (p->state.SameSlices(kv_want)) return p->m;
       TESSERA_ASSIGN_OR_RETURN(Placed w, Whole(t));
@@ -809,12 +878,17 @@ class Deriver {
 
   // Allocates scratch and gives every new tensor its data.
   absl::Status Finish() {
+    // A member whose scratch tensors are all empty still gets a (1-byte)
+    // buffer for them to point into.
+    std::vector<bool> needed(n_, false);
+    for (const ScratchTensor& s : scratch_tensors_) needed[s.member] = true;
     std::vector<Buffer*> buffers(n_, nullptr);
     for (int i = 0; i < n_; ++i) {
-      if (scratch_[i] == 0) continue;
+      if (!needed[i] && scratch_[i] == 0) continue;
       TESSERA_ASSIGN_OR_RETURN(
           std::unique_ptr<Buffer> b,
-          device_.member(i).buffer_type().Alloc(scratch_[i]));
+          device_.member(i).buffer_type().Alloc(
+              std::max<size_t>(scratch_[i], 1)));
       b->set_usage(BufferUsage::kCompute);
       buffers[i] = b.get();
       plan_.scratch.push_back(std::move(b));

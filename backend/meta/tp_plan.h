@@ -35,12 +35,16 @@
 //   FLASH_ATTN_EXT(q, k, v, mask): q split on its heads (axis 2) in whole
 //     groups of the GQA ratio r, without ALiBi and with a mask broadcast
 //     over heads -> split on the result's head axis 1; k and v split on
-//     their heads with q's lengths / r (or whole, sliced to match);
-//     otherwise computed whole.
+//     their heads with q's lengths / r (or whole, sliced to match); with
+//     one KV head, q split on any heads and k and v whole; otherwise
+//     computed whole.
 // Collectives: PARTIAL -> whole is an in-place AllReduce; split -> whole
 // an AllGather (even split; rearranged with PERMUTE + CONT when the split
 // axis is not outermost) or, for uneven or segmented splits, zero + copy +
-// AllReduce. Every node flagged kFlagOutput, and the last node, ends
+// AllReduce (I32, which collectives do not sum: each piece copied into
+// scratch by its member, broadcast, and copied into place; block types:
+// UNIMPLEMENTED). Every node flagged
+// kFlagOutput, and the last node, ends
 // non-PARTIAL. Other ops (ARGSORT, CPY) have no rule.
 
 #include <cstdint>
@@ -63,13 +67,16 @@ class MetaDevice;
 bool HasSplitRule(const Tensor& node);
 
 struct TpStep {
-  enum class Kind { kCompute, kAllReduce, kAllGather, kZero };
+  enum class Kind { kCompute, kAllReduce, kAllGather, kBroadcast, kZero };
   Kind kind = Kind::kCompute;
   // kCompute: one graph per member.
   std::vector<std::unique_ptr<Graph>> graphs;
-  // kAllReduce, kZero: the tensors; kAllGather: send in `a`, receive in `b`.
+  // kAllReduce, kBroadcast, kZero: the tensors; kAllGather: send in `a`,
+  // receive in `b`.
   std::vector<Tensor*> a;
   std::vector<Tensor*> b;
+  // kBroadcast: the member whose tensor every other receives.
+  int root = 0;
 };
 
 // A derived program. Owns its member tensors and scratch memory; must

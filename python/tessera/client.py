@@ -227,7 +227,9 @@ class Client:
     # --- devices and buffers ----------------------------------------------
 
     def list_devices(self):
-        """The daemon's devices (tessera.v1.DeviceInfo messages)."""
+        """The daemon's devices (tessera.v1.DeviceInfo messages); a META
+        device (a tensor-parallel device) names its member devices in
+        `members`, rank 0 first."""
         return list(self._call(self._stub.ListDevices, pb2.ListDevicesRequest(
             session=self.session)).devices)
 

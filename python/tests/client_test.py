@@ -341,6 +341,27 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(raw.tobytes(), block)
 
 
+class MetaDeviceTest(unittest.TestCase):
+    def test_meta_device_lists_its_members(self):
+        daemon = Daemon("--devices=cpu:2,tp0=meta(cpu0,cpu1)", "--threads=1")
+        try:
+            with tessera.Client(daemon.address) as c:
+                devices = {d.name: d for d in c.list_devices()}
+                self.assertEqual(sorted(devices), ["cpu0", "cpu1", "tp0"])
+                tp0 = devices["tp0"]
+                self.assertEqual(tp0.type, tessera.pb2.DeviceInfo.META)
+                self.assertEqual(list(tp0.members), ["cpu0", "cpu1"])
+                self.assertEqual(list(devices["cpu0"].members), [])
+                # Bytes written without a split state are mirrored: they
+                # read back as written.
+                buf = c.alloc_buffer("tp0", 4096, usage="weights")
+                c.write(buf, 0, np.arange(8, dtype=np.float32))
+                np.testing.assert_array_equal(
+                    c.read(buf, 0, (8,), np.float32), np.arange(8))
+        finally:
+            daemon.stop()
+
+
 class TokenTest(unittest.TestCase):
     def test_bearer_token(self):
         token = "s3cret-token"

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/ops.h"
+#include "server/decoding/split_tensor.h"
 
 namespace tessera::server {
 
@@ -46,6 +47,7 @@ absl::StatusOr<std::unique_ptr<DecodedGraph>> DecodeGraph(
     out->buffers.push_back(*std::move(buffer));
     return absl::OkStatus();
   };
+  hooks.place_split = PlaceSplit;
   hooks.validate = [](const Tensor& t) -> absl::Status {
     if (absl::Status s = ValidateNode(t); !s.ok()) {
       return absl::InvalidArgumentError(s.message());

@@ -54,6 +54,8 @@ using DecodeLimits = wire::GraphLimits;
 //     the tensor's bytes (CheckedNumBytes) lie inside the buffer. A node
 //     with data writes its result there (a graph the client placed, as
 //     RemoteDevice streams send); a leaf with data is a weight or cache.
+//     A split state (data in a meta device's buffer) is checked and
+//     recorded by PlaceSplit (split_tensor.h).
 //  2. graph/ops.h ValidateNode: the op accepts the sources' types and
 //     shapes and the node's shape, strides, op_params and view are exactly
 //     what its builder derives.

@@ -87,7 +87,9 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return c.listen; }},
     {"devices", "SPEC",
-     "devices to serve: all, cpu, cpu:N, cuda, comma-separated",
+     "devices to serve, comma-separated: all, cpu, cpu:N, cuda, and "
+     "NAME=meta(M0,M1,...), a tensor-parallel device over the devices "
+     "named (e.g. cpu:2,tp0=meta(cpu0,cpu1))",
      [](absl::string_view v, Config& c) {
        if (v.empty()) return Bad("a device spec");
        c.devices = std::string(v);

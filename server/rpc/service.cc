@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "base/status_macros.h"
 #include "server/rpc/attach_reactor.h"
 #include "server/decoding/buffer_range.h"
+#include "server/decoding/split_tensor.h"
 #include "server/sessions/compute.h"
 #include "server/sessions/devices.h"
 #include "server/rpc/execute_reactor.h"
@@ -321,9 +323,20 @@ grpc::ServerUnaryReactor* Service::WriteTensorByHash(
                      request->size()));
     const ContentStore::Bytes bytes =
         store_.Find(wire::FromProto(request->hash()), request->size());
+    std::optional<Tensor> split;
+    if (request->has_layout()) {
+      absl::StatusOr<Tensor> target = SplitWriteTarget(
+          *range.buffer, range.offset, range.size, request->layout());
+      if (!target.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "[WriteTensorByHash] ", target.status().message()));
+      }
+      split = *std::move(target);
+    }
     if (bytes == nullptr) return absl::OkStatus();
     TESSERA_RETURN_IF_ERROR(
-        range.buffer->Write(range.offset, bytes->data(), bytes->size()));
+        WriteBytes(*range.buffer, range.offset, split, 0, bytes->data(),
+                   bytes->size()));
     response->set_found(true);
     return absl::OkStatus();
   });

@@ -13,6 +13,7 @@
 #include "proto/raw_message.h"
 #include "proto/value_codec.h"
 #include "server/decoding/buffer_range.h"
+#include "server/decoding/split_tensor.h"
 #include "server/rpc/grpc_status.h"
 
 namespace tessera::server {
@@ -66,9 +67,9 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
           "[WriteTensor] a message with neither header nor chunk");
     }
     TESSERA_RETURN_IF_ERROR(CheckChunk(request.chunk().size()));
-    TESSERA_RETURN_IF_ERROR(range_.buffer->Write(
-        range_.offset + written_, request.chunk().data(),
-        request.chunk().size()));
+    TESSERA_RETURN_IF_ERROR(WriteBytes(*range_.buffer, range_.offset, split_,
+                                       written_, request.chunk().data(),
+                                       request.chunk().size()));
     Keep(reinterpret_cast<const uint8_t*>(request.chunk().data()),
          request.chunk().size());
     return Advance(request.chunk().size());
@@ -85,6 +86,15 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
         range_,
         ResolveRange(*session_, "[WriteTensor] dst", header.dst().buffer(),
                      header.dst().offset(), header.size()));
+    if (header.has_layout()) {
+      absl::StatusOr<Tensor> split = SplitWriteTarget(
+          *range_.buffer, range_.offset, range_.size, header.layout());
+      if (!split.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("[WriteTensor] ", split.status().message()));
+      }
+      split_ = *std::move(split);
+    }
     if (header.has_hash() && header.size() >= ContentStore::kMinBytes) {
       hash_ = wire::FromProto(header.hash());
       kept_ = std::make_shared<std::string>();
@@ -100,7 +110,7 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
     TESSERA_RETURN_IF_ERROR(CheckChunk(chunk.size()));
     Buffer& buffer = *range_.buffer;
     const size_t at = range_.offset + written_;
-    if (buffer.type().is_host()) {
+    if (buffer.type().is_host() && !split_.has_value()) {
       TESSERA_RETURN_IF_ERROR(chunk.ForEachSpan(
           [&](size_t offset, const uint8_t* data, size_t n) {
             Keep(data, n);
@@ -114,7 +124,9 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
             Keep(data, n);
             return absl::OkStatus();
           }));
-      TESSERA_RETURN_IF_ERROR(buffer.Write(at, staging_.data(), chunk.size()));
+      TESSERA_RETURN_IF_ERROR(WriteBytes(*range_.buffer, range_.offset,
+                                         split_, written_, staging_.data(),
+                                         chunk.size()));
     }
     return Advance(chunk.size());
   }
@@ -182,6 +194,8 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
   grpc::ByteBuffer message_;
   std::shared_ptr<Session> session_;
   BufferRange range_;
+  // The tensor the bytes are scattered as, for a header with a layout.
+  std::optional<Tensor> split_;
   size_t written_ = 0;
   std::string staging_;
   // For an upload to keep under its hash.

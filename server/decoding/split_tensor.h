@@ -1,0 +1,49 @@
+#ifndef TESSERA_SERVER_DECODING_SPLIT_TENSOR_H_
+#define TESSERA_SERVER_DECODING_SPLIT_TENSOR_H_
+
+// Split states from the wire (proto/split_state_codec.h) applied to tensors
+// in a meta device's buffers (backend/meta/meta_device.h): a graph tensor
+// whose data is split, and a WriteTensor that scatters a whole tensor over
+// the members.
+
+#include <cstddef>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backend/buffer.h"
+#include "backend/meta/split_state.h"
+#include "graph/tensor.h"
+#include "proto/tessera.pb.h"
+
+namespace tessera::server {
+
+// For a graph tensor `t` whose data was placed in a session buffer: checks
+// that the buffer is a meta device's, that `state` fits `t` and the
+// device's member count (ValidateSplit) and that it is the state the data
+// was written with, if it was written split; then records it for the
+// tensor, so that the device computes with it.
+// Errors: INVALID_ARGUMENT naming the problem.
+absl::Status PlaceSplit(Tensor& t, const SplitState& state);
+
+// The tensor a write with `layout` (WriteTensor, WriteTensorByHash)
+// scatters into bytes [offset, offset + size) of
+// `buffer` (a checked range): the layout well formed
+// (proto/split_state_codec.h), contiguous, of the layout's type and shape at
+// `offset`, its byte size `size`, in a meta device's buffer, its split fitting
+// the device (recorded for later graphs and reads). Errors: INVALID_ARGUMENT
+// naming the problem.
+absl::StatusOr<Tensor> SplitWriteTarget(Buffer& buffer, size_t offset,
+                                        size_t size,
+                                        const v1::TensorLayout& layout);
+
+// Writes bytes [done, done + size) of a write that starts at `offset` of
+// `buffer`: scattered as bytes of `split` when given (SplitWriteTarget),
+// else as they are.
+absl::Status WriteBytes(Buffer& buffer, size_t offset,
+                        std::optional<Tensor>& split, size_t done,
+                        const void* data, size_t size);
+
+}  // namespace tessera::server
+
+#endif  // TESSERA_SERVER_DECODING_SPLIT_TENSOR_H_

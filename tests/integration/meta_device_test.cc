@@ -1,0 +1,457 @@
+// A daemon's tensor-parallel meta device (--devices=...,tp0=meta(cpu0,cpu1))
+// through the protocol: ListDevices names its members; a client writes a
+// LLaMA-shaped layer stack's weights with LlamaSplitPolicy, so the daemon
+// scatters each over the members, and runs the stack with one-shot Compute
+// and with a registered graph over Execute, both equal to the stack
+// computed locally on one CPU device; split states that do not fit are
+// INVALID_ARGUMENT naming the problem, and the daemon keeps serving.
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/alloc/tensor_allocator.h"
+#include "backend/assembly/device_spec.h"
+#include "backend/meta/llama_policy.h"
+#include "client/client.h"
+#include "client/graph_encoder.h"
+#include "client/remote_device.h"
+#include "client/remote_graph.h"
+#include "gmock/gmock.h"
+#include "graph/context.h"
+#include "graph/graph.h"
+#include "graph/ops.h"
+#include "gtest/gtest.h"
+#include "proto/split_state_codec.h"
+#include "sched/testing/models.h"
+#include "tests/integration/daemon_process.h"
+
+namespace tessera {
+namespace {
+
+using client::Client;
+using client::RemoteDevice;
+using client::RemoteGraph;
+using client::TensorInput;
+using client::TensorOutput;
+using ::testing::HasSubstr;
+
+double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+    norm += double{want[i]} * want[i];
+  }
+  return norm == 0 ? err : err / norm;
+}
+
+// LLaMA-shaped layers with ggml's tensor names (LlamaSplitPolicy splits
+// them): RMS_NORM, Q/K/V projections, ROPE, grouped-query FLASH_ATTN_EXT
+// under a causal mask (4 query heads over 2 KV heads), the output
+// projection, a SwiGLU FFN and residual ADDs; then output_norm.
+struct LlamaStack {
+  static constexpr int kLayers = 2;
+  static constexpr int64_t kHeadDim = 16;
+  static constexpr int64_t kHeads = 4;
+  static constexpr int64_t kKvHeads = 2;
+  static constexpr int64_t kDim = kHeadDim * kHeads;
+  static constexpr int64_t kKvDim = kHeadDim * kKvHeads;
+  static constexpr int64_t kFf = 96;
+  static constexpr int64_t kTokens = 8;
+
+  struct Layer {
+    Tensor *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *gate, *up, *down;
+  };
+
+  Context wctx;
+  std::vector<Tensor*> weights;
+  std::vector<Layer> layers;
+  Tensor* output_norm = nullptr;
+  std::unique_ptr<Buffer> buffer;
+
+  Context ctx;
+  Tensor *x, *pos, *mask, *y;
+  Graph graph;
+
+  static LlamaSplitOptions SplitOptions() {
+    return {.head_dim = kHeadDim, .gqa_ratio = kHeads / kKvHeads};
+  }
+
+  // Weights in `device`'s memory (its policy, if any, applies to writes).
+  explicit LlamaStack(Device& device) {
+    for (int l = 0; l < kLayers; ++l) {
+      const std::string p = absl::StrCat("blk.", l, ".");
+      layers.push_back({
+          .attn_norm = Weight(p + "attn_norm.weight", {kDim}),
+          .wq = Weight(p + "attn_q.weight", {kDim, kDim}),
+          .wk = Weight(p + "attn_k.weight", {kDim, kKvDim}),
+          .wv = Weight(p + "attn_v.weight", {kDim, kKvDim}),
+          .wo = Weight(p + "attn_output.weight", {kDim, kDim}),
+          .ffn_norm = Weight(p + "ffn_norm.weight", {kDim}),
+          .gate = Weight(p + "ffn_gate.weight", {kDim, kFf}),
+          .up = Weight(p + "ffn_up.weight", {kDim, kFf}),
+          .down = Weight(p + "ffn_down.weight", {kFf, kDim}),
+      });
+    }
+    output_norm = Weight("output_norm.weight", {kDim});
+    buffer = AllocTensors(device.buffer_type(), weights).value();
+    buffer->set_usage(BufferUsage::kWeights);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      Tensor* w = weights[i];
+      const bool norm = w->ne[1] == 1;
+      std::vector<float> v(w->NumElements());
+      for (size_t j = 0; j < v.size(); ++j) {
+        v[j] = norm ? 1.0f + testing::Value(j, i, 0.1f)
+                    : testing::Value(j, i, 1.0f) /
+                          std::sqrt(static_cast<float>(w->ne[0]));
+      }
+      absl::Status s = testing::Write(*w, v.data());
+      EXPECT_TRUE(s.ok()) << w->name << ": " << s;
+    }
+    BuildGraph();
+  }
+
+  Tensor* Weight(std::string name, std::vector<int64_t> ne) {
+    Tensor* t = wctx.NewTensor(Type::kF32, ne).value();
+    t->name = std::move(name);
+    t->flags |= kFlagParam;
+    weights.push_back(t);
+    return t;
+  }
+
+  void BuildGraph() {
+    x = testing::NewInput(ctx, Type::kF32, {kDim, kTokens}, "x").value();
+    pos = testing::NewInput(ctx, Type::kI32, {kTokens}, "pos").value();
+    mask =
+        testing::NewInput(ctx, Type::kF16, {kTokens, kTokens}, "mask").value();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    RopeParams rope;
+    rope.n_dims = kHeadDim;
+    Tensor* h = x;
+    for (const Layer& l : layers) {
+      Tensor* n = Mul(ctx, RmsNorm(ctx, h, 1e-5f).value(), l.attn_norm).value();
+      Tensor* q = MulMat(ctx, l.wq, n).value();
+      q = Rope(ctx, Reshape(ctx, q, {kHeadDim, kHeads, kTokens}).value(), pos,
+               rope)
+              .value();
+      Tensor* k = MulMat(ctx, l.wk, n).value();
+      k = Rope(ctx, Reshape(ctx, k, {kHeadDim, kKvHeads, kTokens}).value(), pos,
+               rope)
+              .value();
+      Tensor* v = MulMat(ctx, l.wv, n).value();
+      v = Reshape(ctx, v, {kHeadDim, kKvHeads, kTokens}).value();
+      Tensor* attn = FlashAttnExt(ctx, Permute(ctx, q, 0, 2, 1, 3).value(),
+                                  Permute(ctx, k, 0, 2, 1, 3).value(),
+                                  Permute(ctx, v, 0, 2, 1, 3).value(), mask,
+                                  scale, 0.0f, 0.0f)
+                         .value();
+      attn = Reshape(ctx, attn, {kDim, kTokens}).value();
+      h = Add(ctx, h, MulMat(ctx, l.wo, attn).value()).value();
+      n = Mul(ctx, RmsNorm(ctx, h, 1e-5f).value(), l.ffn_norm).value();
+      Tensor* a = Glu(ctx, MulMat(ctx, l.gate, n).value(),
+                      MulMat(ctx, l.up, n).value(), GluOp::kSwiGlu)
+                      .value();
+      h = Add(ctx, h, MulMat(ctx, l.down, a).value()).value();
+    }
+    y = Mul(ctx, RmsNorm(ctx, h, 1e-5f).value(), output_norm).value();
+    y->name = "y";
+    y->flags |= kFlagOutput;
+    EXPECT_TRUE(graph.Expand(y).ok());
+  }
+
+  // Host inputs of run `k`.
+  struct Inputs {
+    std::vector<float> x;
+    std::vector<int32_t> pos;
+    std::vector<uint16_t> mask;
+  };
+  static Inputs MakeInputs(int k) {
+    Inputs in;
+    in.x.resize(kDim * kTokens);
+    for (size_t i = 0; i < in.x.size(); ++i) {
+      in.x[i] = testing::Value(i, 50 + k, 1.0f);
+    }
+    for (int64_t t = 0; t < kTokens; ++t) {
+      in.pos.push_back(static_cast<int32_t>(3 * k + t));
+      for (int64_t j = 0; j < kTokens; ++j) {
+        in.mask.push_back(Fp32ToFp16(j <= t ? 0.0f : -INFINITY));
+      }
+    }
+    return in;
+  }
+
+  std::vector<TensorInput> Bind(const Inputs& in) const {
+    return {{x, in.x.data(), in.x.size() * sizeof(float)},
+            {pos, in.pos.data(), in.pos.size() * sizeof(int32_t)},
+            {mask, in.mask.data(), in.mask.size() * sizeof(uint16_t)}};
+  }
+};
+
+// The stack on one local CPU device.
+std::vector<float> Local(int k) {
+  Registry registry;
+  EXPECT_TRUE(AddDevices("cpu", 1, registry).ok());
+  Device& cpu = *registry.devices()[0];
+  LlamaStack stack(cpu);
+  std::vector<Tensor*> io = {stack.x, stack.pos, stack.mask};
+  for (Tensor* t : stack.graph.nodes()) io.push_back(t);
+  auto compute = AllocTensors(cpu.buffer_type(), io).value();
+  compute->set_usage(BufferUsage::kCompute);
+  const LlamaStack::Inputs in = LlamaStack::MakeInputs(k);
+  EXPECT_TRUE(testing::Write(*stack.x, in.x.data()).ok());
+  EXPECT_TRUE(testing::Write(*stack.pos, in.pos.data()).ok());
+  EXPECT_TRUE(testing::Write(*stack.mask, in.mask.data()).ok());
+  auto stream = cpu.CreateStream().value();
+  absl::Status s = stream->Compute(stack.graph);
+  EXPECT_TRUE(s.ok()) << s;
+  return testing::Read(*stack.y);
+}
+
+class MetaDaemonTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = testing::DaemonProcess::Start(
+                  {"--devices=cpu:2,tp0=meta(cpu0,cpu1)", "--threads=1"})
+                  .value()
+                  .release();
+    client_ = Client::Connect(daemon_->address()).value().release();
+    remote_ = new std::vector<std::unique_ptr<RemoteDevice>>(
+        RemoteDevice::ListAll(*client_).value());
+  }
+  static void TearDownTestSuite() {
+    delete remote_;
+    delete client_;
+    delete daemon_;
+  }
+
+  static RemoteDevice& Named(const std::string& name) {
+    for (auto& d : *remote_) {
+      if (d->remote_name() == name) return *d;
+    }
+    ADD_FAILURE() << "no device " << name;
+    return *remote_->front();
+  }
+  // tp0 with the LLaMA policy over its 2 members.
+  static RemoteDevice& Tp0() {
+    RemoteDevice& tp0 = Named("tp0");
+    EXPECT_TRUE(
+        tp0.SetSplitPolicy(LlamaSplitPolicy(2, LlamaStack::SplitOptions()))
+            .ok());
+    return tp0;
+  }
+
+  static testing::DaemonProcess* daemon_;
+  static Client* client_;
+  static std::vector<std::unique_ptr<RemoteDevice>>* remote_;
+};
+
+testing::DaemonProcess* MetaDaemonTest::daemon_ = nullptr;
+Client* MetaDaemonTest::client_ = nullptr;
+std::vector<std::unique_ptr<RemoteDevice>>* MetaDaemonTest::remote_ = nullptr;
+
+TEST_F(MetaDaemonTest, ListsTheMetaDeviceWithItsMembers) {
+  std::vector<v1::DeviceInfo> devices = client_->ListDevices().value();
+  ASSERT_EQ(devices.size(), 3u);
+  const v1::DeviceInfo& tp0 = devices[2];
+  EXPECT_EQ(tp0.name(), "tp0");
+  EXPECT_EQ(tp0.type(), v1::DeviceInfo::META);
+  ASSERT_EQ(tp0.members_size(), 2);
+  EXPECT_EQ(tp0.members(0), "cpu0");
+  EXPECT_EQ(tp0.members(1), "cpu1");
+  EXPECT_EQ(devices[0].members_size(), 0);
+  EXPECT_TRUE(Named("tp0").is_meta());
+  EXPECT_EQ(Named("tp0").Props().members,
+            (std::vector<std::string>{"cpu0", "cpu1"}));
+  EXPECT_FALSE(Named("cpu0").is_meta());
+  EXPECT_EQ(Named("cpu0").SetSplitPolicy(MirroredPolicy()).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(MetaDaemonTest, LayerStackWithComputeEqualsOneDevice) {
+  LlamaStack stack(Tp0());
+  for (int k = 0; k < 2; ++k) {
+    SCOPED_TRACE(k);
+    const LlamaStack::Inputs in = LlamaStack::MakeInputs(k);
+    std::vector<float> out(stack.y->NumElements());
+    absl::Status s =
+        client_->Compute(stack.graph, stack.Bind(in),
+                         {{stack.y, out.data(), out.size() * sizeof(float)}});
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_LT(Nmse(out, Local(k)), 1e-10);
+  }
+}
+
+TEST_F(MetaDaemonTest, LayerStackOverExecuteEqualsOneDevice) {
+  LlamaStack stack(Tp0());
+  auto graph = RemoteGraph::Register(*client_, stack.graph,
+                                     {.n_copies = 2, .devices = {"tp0"}})
+                   .value();
+  // Every op runs on tp0 (the inputs arrive on the CPU fallback): one
+  // split.
+  EXPECT_EQ(graph->n_splits(), 1u);
+  uint64_t tp0_bytes = 0;
+  for (const auto& [device, bytes] : graph->compute_bytes()) {
+    if (device == "tp0") tp0_bytes = bytes;
+  }
+  EXPECT_GT(tp0_bytes, 0u);
+  constexpr int kRuns = 4;
+  std::vector<LlamaStack::Inputs> ins;
+  for (int k = 0; k < kRuns; ++k) ins.push_back(LlamaStack::MakeInputs(k));
+  for (int k = 0; k < kRuns; ++k) {
+    ASSERT_TRUE(graph->Submit(stack.Bind(ins[k]), {stack.y}).ok());
+  }
+  for (int k = 0; k < kRuns; ++k) {
+    SCOPED_TRACE(k);
+    std::vector<float> out(stack.y->NumElements());
+    absl::Status s =
+        graph->Receive({{stack.y, out.data(), out.size() * sizeof(float)}});
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_LT(Nmse(out, Local(k)), 1e-10);
+  }
+}
+
+// The same weights written without a policy (MIRRORED on every member)
+// compute the same values too: the states the graph names decide.
+TEST_F(MetaDaemonTest, MirroredWeightsEqualOneDevice) {
+  RemoteDevice& tp0 = Named("tp0");
+  ASSERT_TRUE(tp0.SetSplitPolicy(nullptr).ok());
+  LlamaStack stack(tp0);
+  const LlamaStack::Inputs in = LlamaStack::MakeInputs(0);
+  std::vector<float> out(stack.y->NumElements());
+  ASSERT_TRUE(client_
+                  ->Compute(stack.graph, stack.Bind(in),
+                            {{stack.y, out.data(), out.size() * sizeof(float)}})
+                  .ok());
+  EXPECT_LT(Nmse(out, Local(0)), 1e-10);
+}
+
+// A [64, 8] F32 tensor written to `buffer` with `split`.
+absl::Status WriteSplit(Client& client, uint64_t buffer, SplitState split,
+                        std::vector<int64_t> ne = {64, 8},
+                        uint64_t size = 64 * 8 * 4) {
+  std::vector<float> data(size / 4, 1.0f);
+  v1::TensorRef ref;
+  ref.set_buffer(buffer);
+  const v1::TensorLayout layout = wire::ToProto(
+      wire::TensorLayout{.type = Type::kF32, .ne = ne, .split = split});
+  return client.WriteTensor(ref, data.data(), size, {.layout = &layout});
+}
+
+void ExpectInvalid(const absl::Status& s, absl::string_view words) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr(words));
+}
+
+TEST_F(MetaDaemonTest, BadSplitWritesAreInvalid) {
+  const uint64_t meta =
+      client_->AllocBuffer("tp0", 1 << 16, BufferUsage::kWeights)
+          .value()
+          .handle;
+  const uint64_t cpu =
+      client_->AllocBuffer("cpu0", 1 << 16, BufferUsage::kWeights)
+          .value()
+          .handle;
+  ASSERT_TRUE(
+      WriteSplit(*client_, meta, SplitState::Even(1, 8, 2).value()).ok());
+  // Not a meta device.
+  ExpectInvalid(WriteSplit(*client_, cpu, SplitState::Even(1, 8, 2).value()),
+                "cpu0, which is not a meta device");
+  // Lengths that do not add up to the extent.
+  SplitState short_split{.axis = SplitAxis::kAxis0, .lengths = {32, 16}};
+  ExpectInvalid(WriteSplit(*client_, meta, short_split),
+                "lengths add up to 48, not 64");
+  // A member count the device does not have.
+  ExpectInvalid(WriteSplit(*client_, meta, SplitState::Even(0, 64, 4).value()),
+                "over 2 members: need 2 lengths per segment");
+  // Segments that do not add up.
+  SplitState segs{.axis = SplitAxis::kAxis0,
+                  .n_segments = 3,
+                  .lengths = {16, 16, 8, 8, 8, 4}};
+  ExpectInvalid(WriteSplit(*client_, meta, segs), "add up to 60, not 64");
+  // A split axis beyond the shape's, a block-cutting split, a bad size.
+  ExpectInvalid(WriteSplit(*client_, meta, SplitState::Even(3, 2, 2).value()),
+                "lengths add up to more than 1");
+  ExpectInvalid(WriteSplit(*client_, meta, SplitState::Even(1, 8, 2).value(),
+                           {64, 8}, 100),
+                "for a write of 100 bytes");
+  v1::TensorLayout partial = wire::ToProto(wire::TensorLayout{
+      .type = Type::kF32, .ne = {4}, .split = SplitState::Partial()});
+  partial.mutable_split()->add_lengths(4);
+  v1::TensorRef ref;
+  ref.set_buffer(meta);
+  const float four[4] = {};
+  ExpectInvalid(client_->WriteTensor(ref, four, 16, {.layout = &partial}),
+                "PARTIAL with an axis, segments or lengths");
+  EXPECT_TRUE(client_->ListDevices().ok());
+}
+
+TEST_F(MetaDaemonTest, BadGraphSplitsAreInvalid) {
+  LlamaStack stack(Tp0());
+  client::EncodedGraph encoded =
+      client::EncodeGraph(stack.graph, *client_, false).value();
+  const uint32_t wq = encoded.IdOf(stack.layers[0].wq).value();
+  const uint32_t x = encoded.IdOf(stack.x).value();
+  const uint32_t y = encoded.IdOf(stack.y).value();
+  // The policy's state travels with the weight.
+  ASSERT_TRUE(encoded.def.tensors(wq).has_split());
+  EXPECT_EQ(encoded.def.tensors(wq).split().kind(), v1::SplitStateDef::AXIS);
+  auto compute = [&](const v1::GraphDef& def) {
+    v1::ComputeRequest request;
+    *request.mutable_graph() = def;
+    const LlamaStack::Inputs in = LlamaStack::MakeInputs(0);
+    for (const TensorInput& input : stack.Bind(in)) {
+      v1::TensorData* d = request.add_inputs();
+      d->set_id(encoded.IdOf(input.tensor).value());
+      d->set_data(input.data, input.size);
+    }
+    request.add_outputs(y);
+    v1::ComputeResponse response;
+    return client_->Compute(request, response);
+  };
+  ASSERT_TRUE(compute(encoded.def).ok());
+  // Another split than the data was written with.
+  v1::GraphDef def = encoded.def;
+  *def.mutable_tensors(wq)->mutable_split() =
+      wire::ToProto(SplitState::Even(0, LlamaStack::kDim, 2).value());
+  ExpectInvalid(compute(def), "is not the one its data has: split(1: 32,32)");
+  // A split that does not fit the shape, a member count the device lacks.
+  *def.mutable_tensors(wq)->mutable_split() =
+      wire::ToProto(SplitState::Even(1, 32, 2).value());
+  ExpectInvalid(compute(def), "lengths add up to 32, not 64");
+  *def.mutable_tensors(wq)->mutable_split() =
+      wire::ToProto(SplitState::Even(1, 64, 4).value());
+  ExpectInvalid(compute(def), "over 2 members: need 2 lengths per segment");
+  // A split state on an input, which has no data.
+  def = encoded.def;
+  *def.mutable_tensors(x)->mutable_split() =
+      wire::ToProto(SplitState::Mirrored());
+  ExpectInvalid(compute(def), "(\"x\"): a split state without data");
+  // The daemon still computes the good graph.
+  EXPECT_TRUE(compute(encoded.def).ok());
+}
+
+// Part of a split weight cannot be written, nor read back through the
+// byte protocol; a whole mirrored write can.
+TEST_F(MetaDaemonTest, SplitWeightsAreWrittenWhole) {
+  LlamaStack stack(Tp0());
+  Tensor* wq = stack.layers[0].wq;
+  std::vector<float> row(wq->ne[0], 1.0f);
+  ExpectInvalid(wq->buffer->SetTensor(*wq, row.data(), 0, row.size() * 4),
+                "write it whole and contiguous");
+  std::vector<float> back(wq->NumElements());
+  EXPECT_EQ(wq->buffer->GetTensor(*wq, back.data(), 0, wq->NumBytes()).code(),
+            absl::StatusCode::kUnimplemented);
+  Tensor* norm = stack.output_norm;
+  std::vector<float> ones(norm->NumElements(), 1.0f);
+  ASSERT_TRUE(norm->buffer->SetTensor(*norm, ones.data(), 0, 16).ok());
+  std::vector<float> got(norm->NumElements());
+  ASSERT_TRUE(
+      norm->buffer->GetTensor(*norm, got.data(), 0, norm->NumBytes()).ok());
+  EXPECT_EQ(got[0], 1.0f);
+}
+
+}  // namespace
+}  // namespace tessera
