@@ -107,12 +107,13 @@ grpc::ServerUnaryReactor* Service::Done(grpc::CallbackServerContext* context,
 }
 
 grpc::ServerUnaryReactor* Service::Offload(
-    grpc::CallbackServerContext* context, std::function<absl::Status()> body) {
+    grpc::CallbackServerContext* context, absl::string_view session,
+    std::function<absl::Status()> body) {
   if (absl::Status s = auth_.Check(*context); !s.ok()) {
     return Done(context, s);
   }
   auto* reactor = new OffloadedCall(in_flight_.Begin());
-  work_.Post([reactor, body = std::move(body)] {
+  work_.Post(session, [reactor, body = std::move(body)] {
     reactor->Finish(ToGrpc(body()));
   });
   return reactor;
@@ -137,7 +138,7 @@ grpc::ServerUnaryReactor* Service::Hello(grpc::CallbackServerContext* context,
       sessions_.Create(request->client_name());
   if (!session.ok()) return Done(context, session.status());
   spdlog::info("session {} opened by \"{}\" from {}", (*session)->id(),
-               request->client_name(), context->peer());
+               (*session)->client_name(), context->peer());
   response->set_version(hi);
   response->set_server_version(kServerVersion);
   response->set_session((*session)->id());
@@ -163,7 +164,7 @@ grpc::ServerUnaryReactor* Service::CloseSession(
     grpc::CallbackServerContext* context,
     const v1::CloseSessionRequest* request,
     v1::CloseSessionResponse* response) {
-  return Offload(context, [this, request] {
+  return Offload(context, request->session(), [this, request] {
     return sessions_.Close(request->session());
   });
 }
@@ -188,7 +189,7 @@ grpc::ServerUnaryReactor* Service::ListDevices(
 grpc::ServerUnaryReactor* Service::AllocBuffer(
     grpc::CallbackServerContext* context,
     const v1::AllocBufferRequest* request, v1::AllocBufferResponse* response) {
-  return Offload(context, [this, request, response]() -> absl::Status {
+  return Offload(context, request->session(), [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     absl::StatusOr<Device*> device = registry_.Find(request->device());
@@ -241,7 +242,7 @@ grpc::ServerUnaryReactor* Service::FreeBuffer(
 grpc::ServerUnaryReactor* Service::ClearBuffer(
     grpc::CallbackServerContext* context,
     const v1::ClearBufferRequest* request, v1::ClearBufferResponse* response) {
-  return Offload(context, [this, request]() -> absl::Status {
+  return Offload(context, request->session(), [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(uint8_t value,
@@ -311,7 +312,7 @@ grpc::ServerUnaryReactor* Service::WriteTensorByHash(
     grpc::CallbackServerContext* context,
     const v1::WriteTensorByHashRequest* request,
     v1::WriteTensorByHashResponse* response) {
-  return Offload(context, [this, request, response]() -> absl::Status {
+  return Offload(context, request->session(), [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(
@@ -333,7 +334,7 @@ grpc::ServerUnaryReactor* Service::MemsetTensor(
     grpc::CallbackServerContext* context,
     const v1::MemsetTensorRequest* request,
     v1::MemsetTensorResponse* response) {
-  return Offload(context, [this, request]() -> absl::Status {
+  return Offload(context, request->session(), [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(uint8_t value,
@@ -349,7 +350,7 @@ grpc::ServerUnaryReactor* Service::MemsetTensor(
 grpc::ServerUnaryReactor* Service::CopyTensor(
     grpc::CallbackServerContext* context, const v1::CopyTensorRequest* request,
     v1::CopyTensorResponse* response) {
-  return Offload(context, [this, request]() -> absl::Status {
+  return Offload(context, request->session(), [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(
@@ -367,7 +368,7 @@ grpc::ServerUnaryReactor* Service::CopyTensor(
 grpc::ServerUnaryReactor* Service::Compute(
     grpc::CallbackServerContext* context, const v1::ComputeRequest* request,
     v1::ComputeResponse* response) {
-  return Offload(context, [this, request, response]() -> absl::Status {
+  return Offload(context, request->session(), [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(std::vector<Device*> devices,
@@ -384,7 +385,7 @@ grpc::ServerUnaryReactor* Service::RegisterGraph(
     grpc::CallbackServerContext* context,
     const v1::RegisterGraphRequest* request,
     v1::RegisterGraphResponse* response) {
-  return Offload(context, [this, request, response]() -> absl::Status {
+  return Offload(context, request->session(), [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     const std::vector<std::string> names(request->devices().begin(),
@@ -413,7 +414,7 @@ grpc::ServerUnaryReactor* Service::ReleaseGraph(
     grpc::CallbackServerContext* context,
     const v1::ReleaseGraphRequest* request,
     v1::ReleaseGraphResponse* response) {
-  return Offload(context, [this, request]() -> absl::Status {
+  return Offload(context, request->session(), [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     return session->ReleaseGraph(request->graph());
