@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "graph/node_checks.h"
 #include "graph/ops.h"
 
 namespace tessera::server {
@@ -47,9 +48,9 @@ absl::StatusOr<std::unique_ptr<DecodedGraph>> DecodeGraph(
     return absl::OkStatus();
   };
   hooks.validate = [](const Tensor& t) -> absl::Status {
-    if (absl::Status s = ValidateNode(t); !s.ok()) {
-      return absl::InvalidArgumentError(s.message());
-    }
+    absl::Status s = ValidateNode(t);
+    if (s.ok()) s = CheckNodeShape(t, "");
+    if (!s.ok()) return absl::InvalidArgumentError(s.message());
     return absl::OkStatus();
   };
   TESSERA_ASSIGN_OR_RETURN(wire::DecodedGraphDef decoded,

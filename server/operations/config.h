@@ -84,7 +84,8 @@ std::optional<std::string> ProcessEnv(const std::string& name);
 std::string Usage();
 
 // Parses command-line flags (`args` without the program name), each written
-// --name=value or --name value (a boolean flag alone means true). A flag
+// --name=value or --name value (a boolean flag alone means true; a boolean
+// value is exactly true, 1, false or 0). A flag
 // not on the command line falls back to the environment variable
 // TESSERA_<NAME> (upper case), then to its default. Errors:
 // INVALID_ARGUMENT naming the flag (or variable) for an unknown flag, a

@@ -33,7 +33,8 @@ absl::Status Run(Session& session, const std::vector<Device*>& devices,
                   {.max_tensors = limits.max_graph_nodes}));
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<Tensor*> inputs,
-      CheckInputs(*graph, request.inputs(), resolve, /*require_all=*/true));
+      CheckInputs(*graph, request.inputs(), resolve, /*require_all=*/true,
+                  limits.max_chunk_bytes));
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<Tensor*> outputs,
       CheckOutputs(

@@ -39,8 +39,9 @@ class SessionManager {
   SessionManager(const SessionManager&) = delete;
   SessionManager& operator=(const SessionManager&) = delete;
 
-  // Errors: RESOURCE_EXHAUSTED at max_sessions; UNAVAILABLE unless the
-  // admission is kOpen.
+  // The session keeps `client_name` as ClientText (control characters
+  // escaped, cut at 256 bytes) for logs. Errors: RESOURCE_EXHAUSTED at
+  // max_sessions; UNAVAILABLE unless the admission is kOpen.
   absl::StatusOr<std::shared_ptr<Session>> Create(std::string client_name);
   // kOpen from construction. Open sessions carry on whatever it is.
   void SetAdmission(Admission admission);
