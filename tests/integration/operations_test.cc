@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/metrics_scrape.h"
 #include "tests/integration/shell.h"
 #include "tests/integration/test_certs.h"
 
@@ -41,17 +42,15 @@ namespace {
 using client::Client;
 using client::ClientOptions;
 using grpc::health::v1::HealthCheckResponse;
+using testing::Curl;
 using testing::DaemonProcess;
+using testing::FreePort;
+using testing::Scrape;
 
 ClientOptions Quick() {
   ClientOptions options;
   options.connect_timeout = absl::Seconds(3);
   return options;
-}
-
-// The body curl fetches from `url`.
-std::string Curl(const std::string& url) {
-  return testing::RunCommand(absl::StrCat("curl -s ", url)).output;
 }
 
 // The daemon's health as gRPC's health service reports it.
@@ -178,38 +177,6 @@ TEST(OperationsTest, QuotaExceededIsResourceExhaustedAndTheSessionGoesOn) {
   ASSERT_TRUE(client->FreeBuffer(first.handle).ok());
   EXPECT_TRUE(
       client->AllocBuffer("cpu0", 2 << 20, BufferUsage::kWeights).ok());
-}
-
-// A port that was free a moment ago.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// GET http://127.0.0.1:PORT/metrics, parsed as Prometheus text: every line
-// a comment or `name{labels} value`. Returns value by series.
-std::map<std::string, double> Scrape(int port) {
-  const std::string body = Curl(absl::StrCat(
-      "http://127.0.0.1:", port, "/metrics"));
-  std::map<std::string, double> series;
-  const std::regex sample(
-      R"(([a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_]+="[^"]*"(,[a-zA-Z_]+="[^"]*")*\})?) )"
-      R"(([-+0-9.eEInf]+))");
-  std::istringstream lines(body);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::smatch m;
-    EXPECT_TRUE(std::regex_match(line, m, sample)) << "not Prometheus: " << line;
-    if (!m.empty()) series[m[1]] = std::stod(m[4]);
-  }
-  return series;
 }
 
 TEST(OperationsTest, MetricsMoveWithTraffic) {
