@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/assembly/device_spec.h"
+#include "google/protobuf/descriptor.h"
 #include "base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -17,6 +18,22 @@
 namespace tessera::server {
 namespace {
 
+// The full names of the methods the server serves: tessera.v1.Tessera's,
+// the health service's and server reflection's.
+absl::flat_hash_set<std::string> ServedMethods() {
+  absl::flat_hash_set<std::string> methods = {
+      "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch",
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"};
+  const google::protobuf::ServiceDescriptor* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          v1::Tessera::service_full_name());
+  for (int i = 0; service != nullptr && i < service->method_count(); ++i) {
+    methods.insert(
+        absl::StrCat("/", service->full_name(), "/", service->method(i)->name()));
+  }
+  return methods;
+}
+
 int CpuThreads(const Config& config) {
   if (config.threads > 0) return config.threads;
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -25,7 +42,8 @@ int CpuThreads(const Config& config) {
 }  // namespace
 
 Daemon::Daemon(const Config& config, int threads)
-    : calls_([this](absl::string_view method, grpc::StatusCode code,
+    : metrics_(ServedMethods()),
+      calls_([this](absl::string_view method, grpc::StatusCode code,
                     absl::Duration duration) {
         metrics_.ObserveCall(method, code, duration);
       }),
