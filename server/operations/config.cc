@@ -220,7 +220,8 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return absl::StrCat(c.limits.max_graph_nodes); }},
     {"session_memory_quota", "BYTES",
-     "most buffer memory one session may hold (e.g. 8G); 0: no quota",
+     "most memory one session may cause: buffers, compute, staging "
+     "(e.g. 8G); 0: none",
      [](absl::string_view v, Config& c) {
        absl::StatusOr<uint64_t> n = ParseBytes(v);
        if (!n.ok()) return n.status();

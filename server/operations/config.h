@@ -25,7 +25,8 @@ struct Limits {
   size_t max_sessions = 1024;
   // Most requests one Execute stream queues before it stops reading.
   size_t max_queued_executions = 64;
-  // Most device memory one session may hold in buffers; 0: no quota.
+  // Most memory one session may cause (buffers while they live, graphs'
+  // compute memory, upload staging); 0: no quota.
   uint64_t session_memory_quota = 0;
   // Device memory that buffer allocations must leave free on every device.
   uint64_t device_memory_reserve = 0;

@@ -48,7 +48,9 @@ Daemon::Daemon(const Config& config, int threads)
         metrics_.ObserveCall(method, code, duration);
       }),
       store_(config.cache_memory, config.cache_dir),
-      sessions_(config.session_idle_timeout, config.limits.max_sessions),
+      budget_(MemoryAccount::Create("the daemon (its devices' memory)", 0)),
+      sessions_(config.session_idle_timeout, config.limits.max_sessions,
+                config.limits.session_memory_quota, budget_),
       work_(std::max(8, 2 * threads)) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
@@ -105,11 +107,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     return absl::NotFoundError(
         absl::StrCat("no devices for --devices=", config.devices));
   }
+  uint64_t budget = 0;
   for (Device* device : daemon->registry_.devices()) {
     const DeviceProps props = device->Props();
     spdlog::info("device {}: {}, {} MiB", props.name, props.description,
                  props.memory_total >> 20);
+    budget += props.memory_total;
   }
+  daemon->budget_->set_limit(budget);
   if (!config.metrics_listen.empty()) {
     Daemon* d = daemon.get();
     TESSERA_ASSIGN_OR_RETURN(

@@ -127,7 +127,8 @@ TEST(MetricsHttpTest, ServesMetricsAndNothingElse) {
       MetricsHttp::Start("127.0.0.1:0", [] { return std::string("x 1\n"); });
   ASSERT_TRUE(http.ok()) << http.status();
   const std::string ok =
-      Get((*http)->port(), "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+      Get((*http)->port(),
+          "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << ok;
   EXPECT_NE(ok.find("text/plain; version=0.0.4"), std::string::npos);
   EXPECT_EQ(ok.substr(ok.size() - 4), "x 1\n");

@@ -210,8 +210,8 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
           "[AllocBuffer] size ", request->size(), " exceeds the max_size ",
           type->max_size(), " of buffer type ", std::string(type->name())));
     }
-    TESSERA_RETURN_IF_ERROR(session->CheckQuota(
-        limits_.session_memory_quota, request->size(), "AllocBuffer"));
+    TESSERA_ASSIGN_OR_RETURN(MemoryCharge charge,
+                             session->Reserve(request->size(), "AllocBuffer"));
     TESSERA_RETURN_IF_ERROR(CheckReserve(type->device(), request->size()));
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
                              type->Alloc(request->size()));
@@ -219,7 +219,8 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
     TESSERA_RETURN_IF_ERROR(buffer->Clear(0));
     const size_t size = buffer->size();
     TESSERA_ASSIGN_OR_RETURN(uint64_t handle,
-                             session->AddBuffer(std::move(buffer)));
+                             session->AddBuffer(std::move(buffer),
+                                                std::move(charge)));
     response->set_buffer(handle);
     response->set_size(size);
     response->set_alignment(type->alignment());

@@ -34,8 +34,12 @@ absl::Status NoSession(absl::string_view id) {
 }  // namespace
 
 SessionManager::SessionManager(absl::Duration idle_timeout,
-                               size_t max_sessions)
-    : idle_timeout_(idle_timeout), max_sessions_(max_sessions) {
+                               size_t max_sessions, uint64_t session_quota,
+                               std::shared_ptr<MemoryAccount> budget)
+    : idle_timeout_(idle_timeout),
+      max_sessions_(max_sessions),
+      session_quota_(session_quota),
+      budget_(std::move(budget)) {
   if (idle_timeout_ > absl::ZeroDuration()) {
     timer_ = std::thread([this] { TimerLoop(); });
   }
@@ -56,7 +60,9 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(
     std::string client_name) {
   std::string id = RandomId();
   auto session = std::make_shared<Session>(
-      id, ClientText(client_name, kMaxClientNameBytes), next_handle_);
+      id, ClientText(client_name, kMaxClientNameBytes), next_handle_,
+      MemoryAccount::Create("the session (--session_memory_quota)",
+                            session_quota_, budget_));
   absl::MutexLock lock(&mu_);
   switch (admission_) {
     case Admission::kStarting:

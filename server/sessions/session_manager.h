@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/sessions/memory_account.h"
 #include "server/sessions/session.h"
 
 namespace tessera::server {
@@ -32,8 +33,12 @@ class SessionManager {
   // still opening, nor while it drains.
   enum class Admission { kStarting, kOpen, kDraining };
 
-  // `idle_timeout` zero: sessions never expire.
-  SessionManager(absl::Duration idle_timeout, size_t max_sessions);
+  // `idle_timeout` zero: sessions never expire. Each session's memory
+  // account has `session_quota` bytes (0: none) under `budget`, the
+  // daemon-wide account (null: none).
+  SessionManager(absl::Duration idle_timeout, size_t max_sessions,
+                 uint64_t session_quota = 0,
+                 std::shared_ptr<MemoryAccount> budget = nullptr);
   // Stops the timer and closes every session.
   ~SessionManager();
   SessionManager(const SessionManager&) = delete;
@@ -70,6 +75,8 @@ class SessionManager {
   // Constant after construction.
   const absl::Duration idle_timeout_;
   const size_t max_sessions_;
+  const uint64_t session_quota_;
+  const std::shared_ptr<MemoryAccount> budget_;
 
   // Handle counter shared by the sessions (session.h).
   std::atomic<uint64_t> next_handle_{1};
