@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "backend/cpu/host_memory.h"
 
 namespace tessera {
 
@@ -34,7 +35,17 @@ absl::StatusOr<std::unique_ptr<Buffer>> CpuBufferType::Alloc(size_t size) {
     }
   } while (!device_.used_.compare_exchange_weak(used, used + size));
 
-  // 3. Allocate; on failure give the reservation back.
+  // 3. Refuse what the host cannot back now (other processes, the cgroup,
+  //    rlimits), rather than let the kernel kill the process later.
+  if (const uint64_t room = HostMemoryRoom(); rounded > room) {
+    Release(size);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "[%s] cannot allocate %u bytes: the host can back only %u more "
+        "(available memory, cgroup and rlimits)",
+        name_, size, room));
+  }
+
+  // 4. Allocate; on failure give the reservation back.
   void* data = std::aligned_alloc(kAlignment, rounded);
   if (data == nullptr) {
     Release(size);
