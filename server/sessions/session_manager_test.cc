@@ -35,6 +35,19 @@ TEST(SessionManagerTest, CreatesAndFindsSessions) {
   EXPECT_EQ(manager.Find("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
+// The client name is for logs: it cannot forge lines or grow them without
+// bound. Unknown ids in errors are bounded too.
+TEST(SessionManagerTest, ClientTextIsMadeSafe) {
+  SessionManager manager(absl::ZeroDuration(), 8);
+  auto s = manager.Create("runner\n[info] session x closed").value();
+  EXPECT_EQ(s->client_name(), "runner\\x0a[info] session x closed");
+  auto long_name = manager.Create(std::string(1 << 20, 'n')).value();
+  EXPECT_LT(long_name->client_name().size(), 300u);
+  absl::Status missing = manager.Find(std::string(1 << 20, 'i')).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_LT(missing.message().size(), 300u);
+}
+
 TEST(SessionManagerTest, RefusesSessionsPastTheLimit) {
   SessionManager manager(absl::ZeroDuration(), 2);
   ASSERT_TRUE(manager.Create("a").ok());

@@ -157,6 +157,26 @@ TEST(OperationsTest, RefusesToListenBeyondLoopbackUnprotected) {
       << testing::ReadFile(log);
 }
 
+// An empty or misspelled boolean is no "true": the daemon refuses to start
+// and says which variable and what it wants, rather than opening a wildcard
+// plaintext listener.
+TEST(OperationsTest, RefusesToStartOnABooleanItDoesNotKnow) {
+  const std::string log = ::testing::TempDir() + "/boolean.log";
+  for (const char* value : {"", "yes", "on"}) {
+    const int status = std::system(
+        absl::StrCat("TESSERA_INSECURE='", value, "' ",
+                     testing::TesseradPath().value(),
+                     " --listen=0.0.0.0:0 --devices=cpu:1 >", log, " 2>&1")
+            .c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_NE(WEXITSTATUS(status), 0) << value;
+    const std::string said = testing::ReadFile(log);
+    EXPECT_NE(said.find("$TESSERA_INSECURE"), std::string::npos) << said;
+    EXPECT_NE(said.find("true, 1, false or 0"), std::string::npos) << said;
+    EXPECT_EQ(said.find("tesserad listening on"), std::string::npos) << said;
+  }
+}
+
 TEST(OperationsTest, QuotaExceededIsResourceExhaustedAndTheSessionGoesOn) {
   auto daemon = DaemonProcess::Start(
                     {"--devices=cpu:1", "--session_memory_quota=3M"})
