@@ -47,8 +47,8 @@ Daemon::Daemon(const Config& config, int threads)
                     absl::Duration duration) {
         metrics_.ObserveCall(method, code, duration);
       }),
-      store_(config.cache_memory, config.cache_dir),
       budget_(MemoryAccount::Create("the daemon (its devices' memory)", 0)),
+      store_(config.cache_memory, config.cache_dir, budget_),
       sessions_(config.session_idle_timeout, config.limits.max_sessions,
                 config.limits.session_memory_quota, budget_),
       work_(std::max(8, 2 * threads)) {}

@@ -56,10 +56,10 @@ class Daemon {
   Metrics metrics_;
   CallTracker calls_;
   InFlight in_flight_;
-  ContentStore store_;
-  // The daemon-wide memory budget every session's account is under: the
-  // devices' memory, set once they are open.
+  // The daemon-wide memory budget every session's account (and the content
+  // store's memory) is under: the devices' memory, set once they are open.
   const std::shared_ptr<MemoryAccount> budget_;
+  ContentStore store_;
   SessionManager sessions_;
   WorkQueue work_;
   std::unique_ptr<Service> service_;
