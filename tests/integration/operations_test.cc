@@ -28,6 +28,7 @@
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
@@ -240,6 +241,63 @@ TEST(OperationsTest, MetricsMoveWithTraffic) {
             1);
   EXPECT_EQ(Curl(absl::StrCat("http://127.0.0.1:", port, "/other")),
             "only /metrics is here.\n");
+}
+
+// Calls of methods the daemon does not serve, without the token, add no
+// series: they share method="other". A client sending its request a byte a
+// second does not hold up scrapes.
+TEST(OperationsTest, MetricsStayBoundedAndAnswerBesideASlowClient) {
+  const std::string token_file = testing::WriteTempFile("token2", "t0ken\n");
+  const int port = FreePort();
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu:1",
+                            absl::StrCat("--token_file=", token_file),
+                            absl::StrCat("--metrics_listen=127.0.0.1:", port)})
+          .value();
+  constexpr int kCalls = 30;
+  grpc::GenericStub generic(grpc::CreateChannel(
+      daemon->address(), grpc::InsecureChannelCredentials()));
+  grpc::CompletionQueue cq;
+  for (int i = 0; i < kCalls; ++i) {
+    grpc::ClientContext context;
+    grpc::ByteBuffer request, response;
+    grpc::Status status;
+    auto call = generic.PrepareUnaryCall(
+        &context, absl::StrCat("/made.up.Service/Method", i), request, &cq);
+    call->StartCall();
+    call->Finish(&response, &status, nullptr);
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_FALSE(status.ok());
+  }
+  cq.Shutdown();
+
+  std::atomic<bool> stop{false};
+  std::thread slow([&] {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (size_t i = 0; i < request.size() && !stop; ++i) {
+      send(fd, &request[i], 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::map<std::string, double> series = Scrape(port);
+  stop = true;
+  slow.join();
+  for (const auto& [name, value] : series) {
+    EXPECT_EQ(name.find("made.up"), std::string::npos) << name;
+  }
+  EXPECT_EQ(series["tessera_rpcs_total{method=\"other\",code=\"UNAUTHENTICATED\"}"] +
+                series["tessera_rpcs_total{method=\"other\",code=\"UNIMPLEMENTED\"}"],
+            kCalls);
 }
 
 TEST(OperationsTest, ASecondUploadOfTheSameWeightsSendsNoBytes) {
