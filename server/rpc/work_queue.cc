@@ -31,7 +31,7 @@ void WorkQueue::Post(absl::string_view key, std::function<void()> task) {
 std::string WorkQueue::Pick() {
   auto best = turn_.begin();
   for (auto it = turn_.begin(); it != turn_.end(); ++it) {
-    if (lanes_[*it].running < lanes_[*best].running) best = it;
+    if (lanes_.at(*it).running < lanes_.at(*best).running) best = it;
   }
   std::string key = std::move(*best);
   turn_.erase(best);

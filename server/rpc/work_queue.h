@@ -18,10 +18,10 @@ namespace tessera::server {
 // A fixed pool of threads running posted tasks, scheduled per session: the
 // service moves long requests (compute, copies) off gRPC's callback threads.
 //
-// Each task is posted under a key (the session id). Tasks of one key run in
-// the order posted; between keys a free thread takes the next task of the
-// key with the fewest tasks running, the longest-waiting key first among
-// equals (round-robin). So one session's backlog never delays another's:
+// Each task is posted under a key (the session id). Tasks of one key start
+// in the order posted (several may run at once on free threads); between
+// keys a free thread takes the next task of the key with the fewest tasks
+// running, the longest-waiting key first among equals (round-robin). So one session's backlog never delays another's:
 // a task of a key with nothing running waits at most for one running task
 // to end, however many tasks other keys have queued.
 // Thread-safe.

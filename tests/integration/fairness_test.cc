@@ -138,12 +138,12 @@ TEST(FairnessTest, ShortCallOfAnotherSessionDoesNotWaitForABacklog) {
   EXPECT_EQ(response.outputs(0).data(), std::string(16, '\0'));
   for (std::thread& t : backlog) t.join();
 
-  // B was queued behind most of A's backlog and finished after at most the
-  // one job running when it came (and the one after it, should that start
-  // before B's turn is taken); a FIFO would have run the backlog first.
-  EXPECT_LE(done_before_b, 2);
+  // B came while most of A's backlog waited in the daemon, and finished
+  // after at most the one job running when it came (and the one after it,
+  // should that start before B's turn is taken); a FIFO would have run the
+  // whole backlog first.
+  ASSERT_LE(done_before_b, kBacklog / 2);
   EXPECT_LE(done_after_b - done_before_b, 2);
-  EXPECT_LT(done_after_b, kBacklog / 2);
 }
 
 }  // namespace
