@@ -1,23 +1,30 @@
 #include "backend/cpu/host_memory.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <sstream>
 #include <string>
 
 namespace tessera {
 namespace {
 
+// The first 8 KiB of a small file under /proc or /sys (all these are).
 std::optional<std::string> ReadFile(const char* path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[8192];
+  size_t size = 0;
+  ssize_t n = 0;
+  while (size < sizeof(buf) &&
+         (n = read(fd, buf + size, sizeof(buf) - size)) > 0) {
+    size += static_cast<size_t>(n);
+  }
+  close(fd);
+  return std::string(buf, size);
 }
 
 std::optional<uint64_t> ParseCount(std::string_view text) {

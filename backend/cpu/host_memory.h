@@ -15,7 +15,7 @@ namespace tessera {
 //  - RLIMIT_AS minus the address space in use, RLIMIT_DATA minus the data
 //    segment in use (/proc/self/statm).
 // Limits that are absent or unlimited do not count. Reads a few files in
-// /proc and /sys (tens of microseconds).
+// /proc and /sys (about 0.1 ms, most of it /proc/meminfo).
 uint64_t HostMemoryRoom();
 
 // What the CPU devices of a process may share: HostMemoryRoom() at the
