@@ -16,8 +16,13 @@ namespace {
 // with `where`.
 class NodeChecker {
  public:
-  NodeChecker(const Tensor& node, std::string_view where, OperandLimits limits)
-      : node_(node), where_(where.data(), where.size()), limits_(limits) {}
+  // `need_data`: operands that are not empty must have data.
+  NodeChecker(const Tensor& node, std::string_view where, OperandLimits limits,
+              bool need_data)
+      : node_(node),
+        where_(where.data(), where.size()),
+        limits_(limits),
+        need_data_(need_data) {}
 
   // DUP, CPY, CONT.
   absl::Status Copy() const;
@@ -74,6 +79,7 @@ class NodeChecker {
   const Tensor& node_;
   const absl::string_view where_;
   const OperandLimits limits_;
+  const bool need_data_;
 };
 
 absl::Status NodeChecker::Operand(const Tensor* t, const char* role) const {
@@ -96,7 +102,7 @@ absl::Status NodeChecker::Operand(const Tensor* t, const char* role) const {
                    " has non-contiguous quantized blocks (nb[0] = ", t->nb[0],
                    ")");
   }
-  if (t->data == nullptr && !t->IsEmpty()) {
+  if (need_data_ && t->data == nullptr && !t->IsEmpty()) {
     return Invalid(role, " ", Describe(*t), " has no data");
   }
   return limits_(*t, role);
@@ -423,12 +429,9 @@ absl::Status NodeChecker::FlashAttnExt() const {
   return Mask(*node_.src[3], k.ne[1], q.ne[1], q.ne[2], q.ne[3]);
 }
 
-}  // namespace
-
-absl::Status CheckNode(const Tensor& node, std::string_view where,
-                       OperandLimits limits) {
+// The op family's checks of `check`'s node.
+absl::Status CheckOp(const NodeChecker& check, const Tensor& node) {
   if (IsViewOp(node.op)) return absl::OkStatus();
-  const NodeChecker check(node, where, limits);
   switch (node.op) {
     case Op::kDup:
     case Op::kCpy:
@@ -475,6 +478,22 @@ absl::Status CheckNode(const Tensor& node, std::string_view where,
       break;
   }
   return check.Invalid("unknown op");
+}
+
+}  // namespace
+
+absl::Status CheckNode(const Tensor& node, std::string_view where,
+                       OperandLimits limits) {
+  return CheckOp(NodeChecker(node, where, limits, /*need_data=*/true), node);
+}
+
+absl::Status CheckNodeShape(const Tensor& node, std::string_view where) {
+  return CheckOp(
+      NodeChecker(
+          node, where,
+          [](const Tensor&, const char*) { return absl::OkStatus(); },
+          /*need_data=*/false),
+      node);
 }
 
 absl::Status CheckNode(const Tensor& node, std::string_view where) {

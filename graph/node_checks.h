@@ -41,6 +41,11 @@ absl::Status CheckNode(const Tensor& node, std::string_view where,
                        OperandLimits limits);
 // The same with no device limits.
 absl::Status CheckNode(const Tensor& node, std::string_view where);
+// The checks of CheckNode that do not depend on memory (operands need no
+// data, no device limits): what validation of a graph from outside runs
+// before any memory is placed, so that nothing a kernel would refuse (zero
+// heads, zero-size dimensions a source cannot broadcast over) gets that far.
+absl::Status CheckNodeShape(const Tensor& node, std::string_view where);
 
 }  // namespace tessera
 

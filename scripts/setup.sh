@@ -10,7 +10,7 @@ packages=(
   protobuf-compiler-grpc
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libxxhash-dev
+  libopenblas-dev libxxhash-dev libcpp-httplib-dev
   openssl curl
   python3 python3-grpcio python3-protobuf python3-numpy python3-torch
 )

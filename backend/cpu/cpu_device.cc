@@ -1,25 +1,18 @@
 #include "backend/cpu/cpu_device.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
 #include "backend/cpu/cpu_buffer.h"
+#include "backend/cpu/host_memory.h"
 #include "backend/cpu/cpu_stream.h"
 #include "backend/ticket_event.h"
 #include "graph/op_types.h"
 
 namespace tessera {
 namespace {
-
-size_t PhysicalMemory() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_size <= 0) return 0;
-  return static_cast<size_t>(pages) * static_cast<size_t>(page_size);
-}
 
 // n_threads below 1 means 1: every stream has at least its worker.
 CpuDeviceOptions Normalized(CpuDeviceOptions options) {
@@ -32,7 +25,7 @@ CpuDeviceOptions Normalized(CpuDeviceOptions options) {
 CpuDevice::CpuDevice(CpuDeviceOptions options)
     : options_(Normalized(std::move(options))),
       memory_total_(options_.memory_limit > 0 ? options_.memory_limit
-                                              : PhysicalMemory()),
+                                              : UsableHostMemory()),
       kernels_(KernelsFor(std::min(options_.max_simd, DetectSimdLevel()))),
       buffer_type_(std::make_unique<CpuBufferType>(*this)) {}
 

@@ -16,7 +16,10 @@ struct CpuDeviceOptions {
   std::string name = "cpu0";
   // Threads that each stream of the device computes with (>= 1).
   int n_threads = 1;
-  // Bytes the device may allocate; 0 means the machine's physical memory.
+  // Bytes the device may allocate; 0 means UsableHostMemory() when it is
+  // made (backend/cpu/host_memory.h). Allocations of 4 MiB or more past
+  // what the host can back at the time (HostMemoryRoom) are refused too,
+  // whatever the limit.
   size_t memory_limit = 0;
   // The highest SIMD level the kernels may use; the device uses the lower
   // of this and what the CPU supports (DetectSimdLevel()).

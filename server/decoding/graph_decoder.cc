@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "graph/node_checks.h"
 #include "graph/ops.h"
 #include "server/decoding/split_tensor.h"
 
@@ -49,9 +50,9 @@ absl::StatusOr<std::unique_ptr<DecodedGraph>> DecodeGraph(
   };
   hooks.place_split = PlaceSplit;
   hooks.validate = [](const Tensor& t) -> absl::Status {
-    if (absl::Status s = ValidateNode(t); !s.ok()) {
-      return absl::InvalidArgumentError(s.message());
-    }
+    absl::Status s = ValidateNode(t);
+    if (s.ok()) s = CheckNodeShape(t, "");
+    if (!s.ok()) return absl::InvalidArgumentError(s.message());
     return absl::OkStatus();
   };
   TESSERA_ASSIGN_OR_RETURN(wire::DecodedGraphDef decoded,

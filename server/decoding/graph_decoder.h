@@ -58,7 +58,10 @@ using DecodeLimits = wire::GraphLimits;
 //     recorded by PlaceSplit (split_tensor.h).
 //  2. graph/ops.h ValidateNode: the op accepts the sources' types and
 //     shapes and the node's shape, strides, op_params and view are exactly
-//     what its builder derives.
+//     what its builder derives;
+//  3. graph/node_checks.h CheckNodeShape: every shape check the kernels
+//     run is passed before anything is placed (zero heads, zero-size
+//     dimensions a source does not broadcast over are refused here).
 // Errors: INVALID_ARGUMENT naming the tensor (id and name) and the problem;
 // NOT_FOUND for a data buffer the session does not hold; RESOURCE_EXHAUSTED
 // for more tensors than limits.max_tensors.

@@ -113,6 +113,48 @@ TEST_F(GraphDecoderTest, DecodesAddOfTwoInputs) {
   EXPECT_TRUE(g.InGraph(c));
 }
 
+// What the builders accept but no kernel computes (a source dimension of
+// zero that does not broadcast, zero heads) is refused while decoding,
+// before any memory is placed.
+TEST_F(GraphDecoderTest, RefusesZeroSizeDimensionsTheKernelsRefuse) {
+  {
+    Tensor* a = ctx_.NewTensor(Type::kF32, {4, 3, 0, 1}).value();
+    Tensor* b = ctx_.NewTensor(Type::kF32, {4, 5, 0, 1}).value();
+    Tensor* y = MulMat(ctx_, a, b).value();
+    Encoder e;
+    e.Add(a);
+    e.Add(b);
+    e.Add(y);
+    auto decoded = Decode(e.def());
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(decoded.status().message(), HasSubstr("do not multiply"));
+  }
+  {
+    Tensor* q = ctx_.NewTensor(Type::kF32, {4, 1, 0, 1}).value();
+    Tensor* k = ctx_.NewTensor(Type::kF32, {4, 2, 0, 1}).value();
+    Tensor* v = ctx_.NewTensor(Type::kF32, {4, 2, 0, 1}).value();
+    Tensor* o = FlashAttnExt(ctx_, q, k, v, nullptr, 1.0f, 0.0f, 0.0f).value();
+    Encoder e;
+    for (Tensor* t : {q, k, v, o}) e.Add(t);
+    auto decoded = Decode(e.def());
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(decoded.status().message(), HasSubstr("does not fit q"));
+  }
+}
+
+// An empty tensor that the kernels compute (nothing to do) still decodes.
+TEST_F(GraphDecoderTest, AcceptsEmptyTensorsTheKernelsCompute) {
+  Tensor* a = ctx_.NewTensor(Type::kF32, {4, 0}).value();
+  Tensor* b = ctx_.NewTensor(Type::kF32, {4, 1}).value();
+  Tensor* c = Add(ctx_, a, b).value();
+  Encoder e;
+  e.Add(a);
+  e.Add(b);
+  e.Add(c);
+  auto decoded = Decode(e.def());
+  EXPECT_TRUE(decoded.ok()) << decoded.status();
+}
+
 TEST_F(GraphDecoderTest, PlacesWeightsInTheirBuffer) {
   Tensor* w = ctx_.NewTensor(Type::kF32, {8, 2}).value();
   Tensor* x = ctx_.NewTensor(Type::kF32, {8, 1}).value();

@@ -23,7 +23,7 @@ absl::Status Invalid(absl::string_view what, int i, absl::string_view problem) {
 absl::StatusOr<std::vector<Tensor*>> CheckInputs(
     const DecodedGraph& graph,
     const google::protobuf::RepeatedPtrField<v1::TensorData>& inputs,
-    const BufferResolver& resolve, bool require_all) {
+    const BufferResolver& resolve, bool require_all, size_t max_inline_bytes) {
   std::vector<Tensor*> tensors;
   absl::flat_hash_set<const Tensor*> given;
   for (int i = 0; i < inputs.size(); ++i) {
@@ -48,6 +48,14 @@ absl::StatusOr<std::vector<Tensor*>> CheckInputs(
     absl::StatusOr<wire::TensorSource> source = wire::FromProto(in);
     if (!source.ok()) return Invalid("inputs", i, source.status().message());
     if (source->is_inline) {
+      if (source->bytes.size() > max_inline_bytes) {
+        return Invalid(
+            "inputs", i,
+            absl::StrCat(source->bytes.size(), " inline bytes exceed ",
+                         max_inline_bytes,
+                         " (max_chunk_bytes); write larger inputs into a "
+                         "buffer and give a ref"));
+      }
       if (source->bytes.size() != bytes) {
         return Invalid("inputs", i,
                        absl::StrCat("tensor ", in.id(), " (\"", t->name,

@@ -19,16 +19,17 @@
 namespace tessera::server {
 
 // Checks `inputs` against the graph: each names one of graph.inputs, at
-// most once; inline data has exactly the tensor's bytes; a buffer range
-// (ref) resolves in the session and holds the tensor's bytes. With
-// `require_all`, every input of the graph must be given. Returns the
-// tensors, in the order of `inputs`. Writes nothing.
+// most once; inline data has exactly the tensor's bytes, at most
+// `max_inline_bytes` (the daemon's max_chunk_bytes: larger tensors go
+// through a buffer); a buffer range (ref) resolves in the session and holds
+// the tensor's bytes. With `require_all`, every input of the graph must be
+// given. Returns the tensors, in the order of `inputs`. Writes nothing.
 // Errors: INVALID_ARGUMENT naming inputs[i] and the problem; NOT_FOUND for
 // a ref to a buffer the session does not hold.
 absl::StatusOr<std::vector<Tensor*>> CheckInputs(
     const DecodedGraph& graph,
     const google::protobuf::RepeatedPtrField<v1::TensorData>& inputs,
-    const BufferResolver& resolve, bool require_all);
+    const BufferResolver& resolve, bool require_all, size_t max_inline_bytes);
 
 // Writes checked `inputs` into `tensors` (allocated by the scheduler).
 absl::Status WriteInputs(

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "server/decoding/client_text.h"
 
 namespace tessera::server {
 namespace {
@@ -57,11 +58,12 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view value) {
   return d;
 }
 
+// Exactly the spellings --help documents; anything else (an empty value
+// included) is an error rather than a guess.
 absl::StatusOr<bool> ParseBool(absl::string_view value) {
-  const std::string v = absl::AsciiStrToLower(value);
-  if (v == "" || v == "1" || v == "true" || v == "yes") return true;
-  if (v == "0" || v == "false" || v == "no") return false;
-  return Bad("true or false");
+  if (value == "true" || value == "1") return true;
+  if (value == "false" || value == "0") return false;
+  return Bad("true, 1, false or 0");
 }
 
 std::string Bytes(uint64_t n) { return n == 0 ? "0" : absl::StrCat(n); }
@@ -231,7 +233,8 @@ const Flag kFlags[] = {
      },
      [](const Config& c) { return absl::StrCat(c.limits.max_graph_nodes); }},
     {"session_memory_quota", "BYTES",
-     "most buffer memory one session may hold (e.g. 8G); 0: no quota",
+     "most memory one session may cause: buffers, compute, staging "
+     "(e.g. 8G); 0: none",
      [](absl::string_view v, Config& c) {
        absl::StatusOr<uint64_t> n = ParseBytes(v);
        if (!n.ok()) return n.status();
@@ -266,7 +269,8 @@ absl::Status Apply(const Flag& flag, absl::string_view value,
   absl::Status s = flag.apply(value, config);
   if (s.ok()) return s;
   return absl::InvalidArgumentError(absl::StrCat(
-      "[ParseFlags] ", source, "=\"", value, "\": ", s.message()));
+      "[ParseFlags] ", source, "=\"", ClientText(value, 64), "\": ",
+      s.message()));
 }
 
 }  // namespace
@@ -282,7 +286,9 @@ std::string Usage() {
   std::string out =
       "usage: tesserad [flags]\n"
       "Each flag may also be set by the environment variable named after "
-      "it;\nthe command line wins.\n\n";
+      "it;\nthe command line wins. A boolean is true, 1, false or 0 (a "
+      "boolean flag\nalone means true); any other value, empty included, is "
+      "refused.\n\n";
   for (const Flag& flag : kFlags) {
     const std::string spelled =
         *flag.hint == '\0' ? absl::StrCat("--", flag.name)

@@ -28,7 +28,8 @@ struct Limits {
   size_t max_queued_executions = 64;
   // Most Execute streams open at once.
   size_t max_execute_streams = 4096;
-  // Most device memory one session may hold in buffers; 0: no quota.
+  // Most memory one session may cause (buffers while they live, graphs'
+  // compute memory, upload staging, unsent responses); 0: no quota.
   uint64_t session_memory_quota = 0;
   // Device memory that buffer allocations must leave free on every device.
   uint64_t device_memory_reserve = 0;
@@ -87,7 +88,8 @@ std::optional<std::string> ProcessEnv(const std::string& name);
 std::string Usage();
 
 // Parses command-line flags (`args` without the program name), each written
-// --name=value or --name value (a boolean flag alone means true). A flag
+// --name=value or --name value (a boolean flag alone means true; a boolean
+// value is exactly true, 1, false or 0). A flag
 // not on the command line falls back to the environment variable
 // TESSERA_<NAME> (upper case), then to its default. Errors:
 // INVALID_ARGUMENT naming the flag (or variable) for an unknown flag, a

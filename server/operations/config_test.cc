@@ -96,8 +96,45 @@ TEST(ConfigTest, SecurityAndLimitFlags) {
   EXPECT_EQ(config.limits.max_graph_nodes, 100u);
   EXPECT_EQ(config.limits.session_memory_quota, uint64_t{2} << 30);
   EXPECT_EQ(config.limits.device_memory_reserve, uint64_t{1} << 20);
-  EXPECT_FALSE(ParseFlags({"--insecure=maybe"}, FakeEnv({})).ok());
   EXPECT_FALSE(ParseFlags({"--session_memory_quota=8Q"}, FakeEnv({})).ok());
+}
+
+TEST(ConfigTest, BooleansTakeOnlyTheDocumentedSpellings) {
+  for (const char* yes : {"true", "1"}) {
+    EXPECT_TRUE(ParseFlags({absl::StrCat("--insecure=", yes)}, FakeEnv({}))
+                    ->security.insecure);
+    EXPECT_TRUE(ParseFlags({}, FakeEnv({{"TESSERA_INSECURE", yes}}))
+                    ->security.insecure);
+  }
+  for (const char* no : {"false", "0"}) {
+    EXPECT_FALSE(ParseFlags({absl::StrCat("--insecure=", no)}, FakeEnv({}))
+                     ->security.insecure);
+    EXPECT_FALSE(ParseFlags({}, FakeEnv({{"TESSERA_INSECURE", no}}))
+                     ->security.insecure);
+  }
+  for (const char* bad : {"", "yes", "no", "TRUE", "on", " 1", "maybe"}) {
+    absl::StatusOr<Config> flag =
+        ParseFlags({absl::StrCat("--insecure=", bad)}, FakeEnv({}));
+    EXPECT_EQ(flag.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    absl::StatusOr<Config> env =
+        ParseFlags({}, FakeEnv({{"TESSERA_INSECURE", bad}}));
+    EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(env.status().message().find("$TESSERA_INSECURE"),
+              absl::string_view::npos);
+    EXPECT_NE(env.status().message().find("true, 1, false or 0"),
+              absl::string_view::npos);
+  }
+}
+
+TEST(ConfigTest, AValueInAnErrorIsBoundedAndEscaped) {
+  const std::string value = std::string(1 << 20, 'x') + "\n";
+  absl::StatusOr<Config> config = ParseFlags({"--threads=" + value}, FakeEnv({}));
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(config.status().message().size(), 512u);
+  absl::StatusOr<Config> forged =
+      ParseFlags({}, FakeEnv({{"TESSERA_THREADS", "1\n[info] forged"}}));
+  EXPECT_EQ(forged.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(forged.status().message().find('\n'), absl::string_view::npos);
 }
 
 TEST(ConfigTest, UsageAndDescribeCoverEveryFlag) {

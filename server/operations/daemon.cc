@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/assembly/device_spec.h"
+#include "google/protobuf/descriptor.h"
 #include "base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -17,6 +18,22 @@
 namespace tessera::server {
 namespace {
 
+// The full names of the methods the server serves: tessera.v1.Tessera's,
+// the health service's and server reflection's.
+absl::flat_hash_set<std::string> ServedMethods() {
+  absl::flat_hash_set<std::string> methods = {
+      "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch",
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"};
+  const google::protobuf::ServiceDescriptor* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          v1::Tessera::service_full_name());
+  for (int i = 0; service != nullptr && i < service->method_count(); ++i) {
+    methods.insert(
+        absl::StrCat("/", service->full_name(), "/", service->method(i)->name()));
+  }
+  return methods;
+}
+
 int CpuThreads(const Config& config) {
   if (config.threads > 0) return config.threads;
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -25,12 +42,15 @@ int CpuThreads(const Config& config) {
 }  // namespace
 
 Daemon::Daemon(const Config& config, int threads)
-    : calls_([this](absl::string_view method, grpc::StatusCode code,
+    : metrics_(ServedMethods()),
+      calls_([this](absl::string_view method, grpc::StatusCode code,
                     absl::Duration duration) {
         metrics_.ObserveCall(method, code, duration);
       }),
-      store_(config.cache_memory, config.cache_dir),
-      sessions_(config.session_idle_timeout, config.limits.max_sessions),
+      budget_(MemoryAccount::Create("the daemon (its devices' memory)", 0)),
+      store_(config.cache_memory, config.cache_dir, budget_),
+      sessions_(config.session_idle_timeout, config.limits.max_sessions,
+                config.limits.session_memory_quota, budget_),
       work_(std::max(8, 2 * threads)) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
@@ -87,11 +107,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
     return absl::NotFoundError(
         absl::StrCat("no devices for --devices=", config.devices));
   }
+  uint64_t budget = 0;
   for (Device* device : daemon->registry_.devices()) {
     const DeviceProps props = device->Props();
     spdlog::info("device {}: {}, {} MiB", props.name, props.description,
                  props.memory_total >> 20);
+    budget += props.memory_total;
   }
+  daemon->budget_->set_limit(budget);
   if (!config.metrics_listen.empty()) {
     Daemon* d = daemon.get();
     TESSERA_ASSIGN_OR_RETURN(

@@ -10,6 +10,7 @@
 #include "server/operations/call_tracker.h"
 #include "server/operations/config.h"
 #include "server/sessions/content_store.h"
+#include "server/sessions/memory_account.h"
 #include "server/rpc/in_flight.h"
 #include "server/operations/metrics.h"
 #include "server/operations/metrics_http.h"
@@ -55,6 +56,9 @@ class Daemon {
   Metrics metrics_;
   CallTracker calls_;
   InFlight in_flight_;
+  // The daemon-wide memory budget every session's account (and the content
+  // store's memory) is under: the devices' memory, set once they are open.
+  const std::shared_ptr<MemoryAccount> budget_;
   ContentStore store_;
   SessionManager sessions_;
   WorkQueue work_;

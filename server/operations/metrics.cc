@@ -4,6 +4,25 @@
 #include "absl/strings/str_format.h"
 
 namespace tessera::server {
+namespace {
+
+// A label value as the text format writes it: backslash, double quote and
+// line feed escaped.
+std::string LabelValue(absl::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (const char c : value) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 absl::string_view StatusCodeName(grpc::StatusCode code) {
   switch (code) {
@@ -52,11 +71,15 @@ void Metrics::Histogram::Render(absl::string_view name,
                         sum, name, braces, count);
 }
 
+Metrics::Metrics(absl::flat_hash_set<std::string> methods)
+    : methods_(std::move(methods)) {}
+
 void Metrics::ObserveCall(absl::string_view method, grpc::StatusCode code,
                           absl::Duration duration) {
+  const std::string label(methods_.contains(method) ? method : kOtherMethod);
   absl::MutexLock lock(&mu_);
-  ++calls_[{std::string(method), code}];
-  latency_[std::string(method)].Observe(absl::ToDoubleSeconds(duration));
+  ++calls_[{label, code}];
+  latency_[label].Observe(absl::ToDoubleSeconds(duration));
 }
 
 void Metrics::ObserveExecution(absl::Duration duration) {
@@ -88,14 +111,16 @@ std::string Metrics::Render(const Gauges& gauges) const {
   for (const auto& [key, n] : calls_) {
     absl::StrAppendFormat(&out,
                           "tessera_rpcs_total{method=\"%s\",code=\"%s\"} %d\n",
-                          key.first, StatusCodeName(key.second), n);
+                          LabelValue(key.first), StatusCodeName(key.second),
+                          n);
   }
   out +=
       "# HELP tessera_rpc_duration_seconds gRPC call latency by method.\n"
       "# TYPE tessera_rpc_duration_seconds histogram\n";
   for (const auto& [method, histogram] : latency_) {
     histogram.Render("tessera_rpc_duration_seconds",
-                     absl::StrCat("method=\"", method, "\""), out);
+                     absl::StrCat("method=\"", LabelValue(method), "\""),
+                     out);
   }
   out +=
       "# HELP tessera_graph_execution_seconds Latency of graph executions "
@@ -121,8 +146,8 @@ std::string Metrics::Render(const Gauges& gauges) const {
       "# TYPE tessera_device_memory_used_bytes gauge\n";
   for (const DeviceMemory& d : gauges.devices) {
     absl::StrAppendFormat(
-        &out, "tessera_device_memory_used_bytes{device=\"%s\"} %d\n", d.device,
-        d.used);
+        &out, "tessera_device_memory_used_bytes{device=\"%s\"} %d\n",
+        LabelValue(d.device), d.used);
   }
   out +=
       "# HELP tessera_device_memory_total_bytes Device memory in all.\n"
@@ -130,7 +155,7 @@ std::string Metrics::Render(const Gauges& gauges) const {
   for (const DeviceMemory& d : gauges.devices) {
     absl::StrAppendFormat(
         &out, "tessera_device_memory_total_bytes{device=\"%s\"} %d\n",
-        d.device, d.total);
+        LabelValue(d.device), d.total);
   }
   return out;
 }

@@ -4,6 +4,10 @@
 // The daemon's counters and histograms, rendered in the Prometheus text
 // exposition format (version 0.0.4) for GET /metrics.
 //
+// Label values are escaped as the format requires (\\, \" and \n). A call
+// of a method the daemon does not serve counts under method="other", so
+// clients cannot add series.
+//
 //   tessera_rpcs_total{method,code}             finished calls
 //   tessera_rpc_duration_seconds{method}        call latency histogram
 //   tessera_graph_execution_seconds             compute/execute latency
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -33,6 +38,11 @@ namespace tessera::server {
 
 class Metrics {
  public:
+  // `methods`: the full names ("/package.Service/Method") the server serves.
+  explicit Metrics(absl::flat_hash_set<std::string> methods);
+  // The label of calls to any other method.
+  static constexpr absl::string_view kOtherMethod = "other";
+
   // Values read when /metrics is asked for.
   struct DeviceMemory {
     std::string device;
@@ -68,6 +78,9 @@ class Metrics {
     void Render(absl::string_view name, absl::string_view labels,
                 std::string& out) const;
   };
+
+  // Constant after construction.
+  const absl::flat_hash_set<std::string> methods_;
 
   mutable absl::Mutex mu_;
   std::map<std::pair<std::string, grpc::StatusCode>, uint64_t> calls_

@@ -1,34 +1,19 @@
 #include "server/operations/metrics_http.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
+#include <chrono>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "httplib.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::server {
-namespace {
 
-void SendAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n <= 0) return;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-}  // namespace
-
+// 1. Parse HOST:PORT (HOST may be [IPv6]).
+// 2. Configure the server: /metrics, the 404 text, timeouts, the pool.
+// 3. Bind (port 0: any), then run the accept loop on a thread.
 absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(
     const std::string& listen, std::function<std::string()> render) {
   const size_t colon = listen.rfind(':');
@@ -43,97 +28,51 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(
   if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
     host = host.substr(1, host.size() - 2);
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string service = absl::StrCat(port);
-  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(),
-                  &hints, &found) != 0 ||
-      found == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics_listen=", listen, ": unknown host"));
-  }
-  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  const bool bound = fd >= 0 &&
-                     bind(fd, found->ai_addr, found->ai_addrlen) == 0 &&
-                     ::listen(fd, 16) == 0;
-  freeaddrinfo(found);
-  if (!bound) {
-    const std::string why = std::strerror(errno);
-    if (fd >= 0) close(fd);
+  if (host.empty()) host = "0.0.0.0";
+
+  auto server = std::make_unique<httplib::Server>();
+  server->Get("/metrics", [render = std::move(render)](
+                              const httplib::Request&, httplib::Response& res) {
+    res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server->set_error_handler(
+      [](const httplib::Request&, httplib::Response& res) {
+        res.set_content("only /metrics is here.\n", "text/plain");
+      });
+  const auto io = absl::ToChronoMicroseconds(kIoTimeout);
+  server->set_read_timeout(io);
+  server->set_write_timeout(io);
+  server->set_keep_alive_timeout(absl::ToInt64Seconds(kIoTimeout));
+  server->set_payload_max_length(8192);
+  server->new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
+
+  const int bound = port == 0 ? server->bind_to_any_port(host)
+                              : (server->bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
     return absl::UnavailableError(
-        absl::StrCat("metrics: cannot listen on ", listen, ": ", why));
+        absl::StrCat("metrics: cannot listen on ", listen));
   }
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int bound_port =
-      ntohs(addr.ss_family == AF_INET6
-                ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   return std::unique_ptr<MetricsHttp>(
-      new MetricsHttp(fd, bound_port, std::move(render)));
+      new MetricsHttp(std::move(server), bound));
 }
 
-MetricsHttp::MetricsHttp(int fd, int port, std::function<std::string()> render)
-    : fd_(fd), port_(port), render_(std::move(render)) {
-  if (pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
-  thread_ = std::thread([this] { Serve(); });
+MetricsHttp::MetricsHttp(std::unique_ptr<httplib::Server> server, int port)
+    : server_(std::move(server)), port_(port) {
+  thread_ = std::thread([this] {
+    if (!server_->listen_after_bind()) {
+      spdlog::error("metrics: the HTTP server on port {} stopped", port_);
+    }
+    stopped_ = true;
+  });
+  // stop() only ends a loop that runs: wait for it to start.
+  while (!server_->is_running() && !stopped_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 MetricsHttp::~MetricsHttp() {
-  if (wake_[1] >= 0) (void)write(wake_[1], "x", 1);
+  server_->stop();
   thread_.join();
-  close(fd_);
-  for (int end : wake_) {
-    if (end >= 0) close(end);
-  }
-}
-
-void MetricsHttp::Serve() {
-  while (true) {
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (poll(fds, wake_[0] >= 0 ? 2 : 1, -1) < 0) {
-      if (errno == EINTR) continue;
-      spdlog::error("metrics: poll: {}", std::strerror(errno));
-      return;
-    }
-    if (fds[1].revents != 0) return;
-    const int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
-    Answer(client);
-    close(client);
-  }
-}
-
-// Reads the request head (up to 8 KiB, 2 s) and answers it.
-void MetricsHttp::Answer(int client) {
-  const timeval timeout = {2, 0};
-  setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  std::string head;
-  char buf[1024];
-  while (head.find("\r\n\r\n") == std::string::npos && head.size() < 8192) {
-    const ssize_t n = recv(client, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    head.append(buf, static_cast<size_t>(n));
-  }
-  if (absl::StartsWith(head, "GET /metrics ") ||
-      absl::StartsWith(head, "GET /metrics?")) {
-    const std::string body = render_();
-    SendAll(client, absl::StrCat("HTTP/1.1 200 OK\r\n"
-                                 "Content-Type: text/plain; version=0.0.4; "
-                                 "charset=utf-8\r\nContent-Length: ",
-                                 body.size(), "\r\nConnection: close\r\n\r\n",
-                                 body));
-  } else {
-    SendAll(client,
-            "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n"
-            "Content-Length: 23\r\nConnection: close\r\n\r\nonly /metrics is here.\n");
-  }
 }
 
 }  // namespace tessera::server

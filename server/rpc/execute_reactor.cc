@@ -96,12 +96,7 @@ class ExecuteReactor final
   struct Item {
     ~Item() {
       execution.reset();  // waits: the reads write into `response`
-      Release();
-    }
-    // Gives back the response bytes held against the session's quota.
-    void Release() {
-      if (held_bytes > 0) session->ReleasePending(held_bytes);
-      held_bytes = 0;
+      held.Release();
     }
 
     v1::ExecuteRequest request;
@@ -109,7 +104,8 @@ class ExecuteReactor final
     std::shared_ptr<Session> session;
     std::shared_ptr<RegisteredGraph> graph;
     v1::ExecuteResponse response;
-    uint64_t held_bytes = 0;
+    // The response's bytes, charged to the session until written.
+    MemoryCharge held;
     // Why the outputs cannot be sent (the session's quota), if they cannot.
     absl::Status refused;
     std::unique_ptr<RegisteredGraph::Execution> execution;
@@ -119,7 +115,7 @@ class ExecuteReactor final
 
   static void SetError(const absl::Status& status, Item& item) {
     item.response.clear_outputs();
-    item.Release();
+    item.held.Release();
     wire::SetStatus(status, item.response);
   }
 
@@ -140,17 +136,21 @@ class ExecuteReactor final
         item.graph->Submit(request, resolve, item.response);
     if (!execution.ok()) return execution.status();
     item.execution = *std::move(execution);
-    const uint64_t bytes = item.response.ByteSizeLong();
-    item.refused = item.session->HoldPending(
-        context_.limits.session_memory_quota, bytes, "Execute");
-    if (item.refused.ok()) item.held_bytes = bytes;
+    absl::StatusOr<MemoryCharge> held =
+        item.session->Reserve(item.response.ByteSizeLong(), "Execute");
+    if (held.ok()) {
+      item.held = *std::move(held);
+    } else {
+      item.refused = held.status();
+    }
     return absl::OkStatus();
   }
 
   // Submits `item` (again); an error goes into its response.
   void Submit(Item& item) {
     item.execution.reset();
-    item.Release();
+    item.held.Release();
+    item.refused = absl::OkStatus();
     item.response.Clear();
     item.response.set_tag(item.request.tag());
     if (absl::Status s = SubmitRequest(item); !s.ok()) SetError(s, item);
@@ -252,11 +252,20 @@ class ExecuteReactor final
   // with it released.
   void HandOff() ABSL_UNLOCK_FUNCTION(mu_) {
     StartOwedRead();
+    const std::string key = WorkKey();
     mu_.Unlock();
-    context_.work.Post([this] {
+    context_.work.Post(key, [this] {
       mu_.Lock();
       Drive(/*on_callback_thread=*/false);
     });
+  }
+
+  // The work queue schedules the driver with the calls of the session whose
+  // execution it waits for next.
+  std::string WorkKey() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!submitted_.empty()) return submitted_.front()->request.session();
+    if (!queued_.empty()) return queued_.front()->request.session();
+    return "";
   }
 
   void StartOwedRead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

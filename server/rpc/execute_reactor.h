@@ -39,7 +39,7 @@ struct ExecuteContext {
 //    first submission may still wait for another stream's execution of the
 //    same graph to free a copy slot).
 //  - Writing: responses one at a time, in order. Their output bytes count
-//    against the session's quota (Session::HoldPending) until written; an
+//    against the session's quota (Session::Reserve) until written; an
 //    execution whose outputs the quota cannot hold gets RESOURCE_EXHAUSTED.
 // An execution's error goes into its own response (status_code, message)
 // and the stream stays open; an execution that failed only because an

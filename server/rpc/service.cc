@@ -109,12 +109,13 @@ grpc::ServerUnaryReactor* Service::Done(grpc::CallbackServerContext* context,
 }
 
 grpc::ServerUnaryReactor* Service::Offload(
-    grpc::CallbackServerContext* context, std::function<absl::Status()> body) {
+    grpc::CallbackServerContext* context, absl::string_view session,
+    std::function<absl::Status()> body) {
   if (absl::Status s = auth_.Check(*context); !s.ok()) {
     return Done(context, s);
   }
   auto* reactor = new OffloadedCall(in_flight_.Begin());
-  work_.Post([reactor, body = std::move(body)] {
+  work_.Post(session, [reactor, body = std::move(body)] {
     reactor->Finish(ToGrpc(body()));
   });
   return reactor;
@@ -139,7 +140,7 @@ grpc::ServerUnaryReactor* Service::Hello(grpc::CallbackServerContext* context,
       sessions_.Create(request->client_name());
   if (!session.ok()) return Done(context, session.status());
   spdlog::info("session {} opened by \"{}\" from {}", (*session)->id(),
-               request->client_name(), context->peer());
+               (*session)->client_name(), context->peer());
   response->set_version(hi);
   response->set_server_version(kServerVersion);
   response->set_session((*session)->id());
@@ -165,7 +166,7 @@ grpc::ServerUnaryReactor* Service::CloseSession(
     grpc::CallbackServerContext* context,
     const v1::CloseSessionRequest* request,
     v1::CloseSessionResponse* response) {
-  return Offload(context, [this, request] {
+  return Offload(context, request->session(), [this, request] {
     return sessions_.Close(request->session());
   });
 }
@@ -190,7 +191,7 @@ grpc::ServerUnaryReactor* Service::ListDevices(
 grpc::ServerUnaryReactor* Service::AllocBuffer(
     grpc::CallbackServerContext* context,
     const v1::AllocBufferRequest* request, v1::AllocBufferResponse* response) {
-  return Offload(context, [this, request, response]() -> absl::Status {
+  return Offload(context, request->session(), [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     absl::StatusOr<Device*> device = registry_.Find(request->device());
@@ -211,8 +212,8 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
           "[AllocBuffer] size ", request->size(), " exceeds the max_size ",
           type->max_size(), " of buffer type ", std::string(type->name())));
     }
-    TESSERA_RETURN_IF_ERROR(session->CheckQuota(
-        limits_.session_memory_quota, request->size(), "AllocBuffer"));
+    TESSERA_ASSIGN_OR_RETURN(MemoryCharge charge,
+                             session->Reserve(request->size(), "AllocBuffer"));
     TESSERA_RETURN_IF_ERROR(CheckReserve(type->device(), request->size()));
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
                              type->Alloc(request->size()));
@@ -220,7 +221,8 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
     TESSERA_RETURN_IF_ERROR(buffer->Clear(0));
     const size_t size = buffer->size();
     TESSERA_ASSIGN_OR_RETURN(uint64_t handle,
-                             session->AddBuffer(std::move(buffer)));
+                             session->AddBuffer(std::move(buffer),
+                                                std::move(charge)));
     response->set_buffer(handle);
     response->set_size(size);
     response->set_alignment(type->alignment());
@@ -243,7 +245,7 @@ grpc::ServerUnaryReactor* Service::FreeBuffer(
 grpc::ServerUnaryReactor* Service::ClearBuffer(
     grpc::CallbackServerContext* context,
     const v1::ClearBufferRequest* request, v1::ClearBufferResponse* response) {
-  return Offload(context, [this, request]() -> absl::Status {
+  return Offload(context, request->session(), [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(uint8_t value,
@@ -313,7 +315,7 @@ grpc::ServerUnaryReactor* Service::WriteTensorByHash(
     grpc::CallbackServerContext* context,
     const v1::WriteTensorByHashRequest* request,
     v1::WriteTensorByHashResponse* response) {
-  return Offload(context, [this, request, response]() -> absl::Status {
+  return Offload(context, request->session(), [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(
@@ -346,7 +348,7 @@ grpc::ServerUnaryReactor* Service::MemsetTensor(
     grpc::CallbackServerContext* context,
     const v1::MemsetTensorRequest* request,
     v1::MemsetTensorResponse* response) {
-  return Offload(context, [this, request]() -> absl::Status {
+  return Offload(context, request->session(), [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(uint8_t value,
@@ -362,7 +364,7 @@ grpc::ServerUnaryReactor* Service::MemsetTensor(
 grpc::ServerUnaryReactor* Service::CopyTensor(
     grpc::CallbackServerContext* context, const v1::CopyTensorRequest* request,
     v1::CopyTensorResponse* response) {
-  return Offload(context, [this, request]() -> absl::Status {
+  return Offload(context, request->session(), [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(
@@ -380,7 +382,7 @@ grpc::ServerUnaryReactor* Service::CopyTensor(
 grpc::ServerUnaryReactor* Service::Compute(
     grpc::CallbackServerContext* context, const v1::ComputeRequest* request,
     v1::ComputeResponse* response) {
-  return Offload(context, [this, request, response]() -> absl::Status {
+  return Offload(context, request->session(), [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     TESSERA_ASSIGN_OR_RETURN(std::vector<Device*> devices,
@@ -397,7 +399,7 @@ grpc::ServerUnaryReactor* Service::RegisterGraph(
     grpc::CallbackServerContext* context,
     const v1::RegisterGraphRequest* request,
     v1::RegisterGraphResponse* response) {
-  return Offload(context, [this, request, response]() -> absl::Status {
+  return Offload(context, request->session(), [this, request, response]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     const std::vector<std::string> names(request->devices().begin(),
@@ -439,7 +441,7 @@ grpc::ServerUnaryReactor* Service::ReleaseGraph(
     grpc::CallbackServerContext* context,
     const v1::ReleaseGraphRequest* request,
     v1::ReleaseGraphResponse* response) {
-  return Offload(context, [this, request]() -> absl::Status {
+  return Offload(context, request->session(), [this, request]() -> absl::Status {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Session> session,
                              sessions_.Find(request->session()));
     return session->ReleaseGraph(request->graph());

@@ -15,6 +15,7 @@
 #include "server/sessions/session_manager.h"
 #include "server/rpc/tensor_streams.h"
 #include "server/operations/token_auth.h"
+#include "absl/strings/string_view.h"
 #include "server/rpc/work_queue.h"
 
 namespace tessera::server {
@@ -116,9 +117,11 @@ class Service final
   // RESOURCE_EXHAUSTED when allocating `bytes` would leave less than
   // limits_.device_memory_reserve free on `device`.
   absl::Status CheckReserve(Device& device, uint64_t bytes) const;
-  // Runs `body` on the work queue and finishes the call with its status;
-  // a call that fails auth_ finishes at once.
+  // Runs `body` on the work queue in the turn of `session` (the request's
+  // session id) and finishes the call with its status; a call that fails
+  // auth_ finishes at once.
   grpc::ServerUnaryReactor* Offload(grpc::CallbackServerContext* context,
+                                    absl::string_view session,
                                     std::function<absl::Status()> body);
 
   const Registry& registry_;

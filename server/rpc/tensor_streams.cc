@@ -70,8 +70,6 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
     TESSERA_RETURN_IF_ERROR(WriteBytes(*range_.buffer, range_.offset, split_,
                                        written_, request.chunk().data(),
                                        request.chunk().size()));
-    Keep(reinterpret_cast<const uint8_t*>(request.chunk().data()),
-         request.chunk().size());
     return Advance(request.chunk().size());
   }
 
@@ -97,8 +95,6 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
     }
     if (header.has_hash() && header.size() >= ContentStore::kMinBytes) {
       hash_ = wire::FromProto(header.hash());
-      kept_ = std::make_shared<std::string>();
-      kept_->reserve(header.size());
     }
     return absl::OkStatus();
   }
@@ -113,15 +109,19 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
     if (buffer.type().is_host() && !split_.has_value()) {
       TESSERA_RETURN_IF_ERROR(chunk.ForEachSpan(
           [&](size_t offset, const uint8_t* data, size_t n) {
-            Keep(data, n);
             return buffer.Write(at + offset, data, n);
           }));
     } else {
-      staging_.resize(chunk.size());
+      if (staging_.size() < chunk.size()) {
+        // At most max_chunk_bytes, charged to the session.
+        staging_charge_.Release();
+        TESSERA_ASSIGN_OR_RETURN(
+            staging_charge_, session_->Reserve(chunk.size(), "WriteTensor"));
+        staging_.resize(chunk.size());
+      }
       TESSERA_RETURN_IF_ERROR(chunk.ForEachSpan(
           [&](size_t offset, const uint8_t* data, size_t n) {
             std::memcpy(staging_.data() + offset, data, n);
-            Keep(data, n);
             return absl::OkStatus();
           }));
       TESSERA_RETURN_IF_ERROR(WriteBytes(*range_.buffer, range_.offset,
@@ -157,11 +157,26 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
     return absl::OkStatus();
   }
 
-  // Hashes and keeps the bytes of an upload that announced its hash.
-  void Keep(const uint8_t* data, size_t n) {
-    if (kept_ == nullptr) return;
-    hasher_.Update(data, n);
-    kept_->append(reinterpret_cast<const char*>(data), n);
+  // An upload that announced its hash, complete: its bytes, read back from
+  // the buffer, go to the store when they hash as announced. The copy is
+  // charged to the session while it is made; when the session cannot
+  // afford it, nothing is kept (the write itself succeeded).
+  absl::Status KeepUpload() {
+    absl::StatusOr<MemoryCharge> charge =
+        session_->Reserve(range_.size, "WriteTensor");
+    if (!charge.ok()) return absl::OkStatus();
+    auto bytes = std::make_shared<std::string>(range_.size, '\0');
+    TESSERA_RETURN_IF_ERROR(
+        range_.buffer->Read(range_.offset, bytes->data(), bytes->size()));
+    const wire::ContentHash got =
+        wire::HashContent(bytes->data(), bytes->size(), /*threads=*/1);
+    if (!(got == *hash_)) {
+      return absl::DataLossError(absl::StrCat(
+          "[WriteTensor] the bytes hash to ", got.Hex(), ", the header said ",
+          hash_->Hex(), ": written but not kept"));
+    }
+    context_.store.Put(*hash_, std::move(bytes));
+    return absl::OkStatus();
   }
 
   // The client closed its side.
@@ -174,14 +189,10 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
           absl::StrCat("[WriteTensor] the stream ended after ", written_,
                        " of the header's ", range_.size, " bytes"));
     }
-    if (kept_ != nullptr) {
-      const wire::ContentHash got = hasher_.Finish();
-      if (!(got == hash_)) {
-        return absl::DataLossError(absl::StrCat(
-            "[WriteTensor] the bytes hash to ", got.Hex(), ", the header said ",
-            hash_.Hex(), ": written but not kept"));
-      }
-      context_.store.Put(hash_, std::move(kept_));
+    // A split upload's bytes are scattered over the members; there is no
+    // whole copy to read back and keep.
+    if (hash_.has_value() && !split_.has_value()) {
+      TESSERA_RETURN_IF_ERROR(KeepUpload());
     }
     v1::WriteTensorResponse response;
     response.set_bytes_written(written_);
@@ -198,10 +209,9 @@ class WriteTensorReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer
   std::optional<Tensor> split_;
   size_t written_ = 0;
   std::string staging_;
-  // For an upload to keep under its hash.
-  wire::ContentHash hash_;
-  wire::ContentHasher hasher_;
-  std::shared_ptr<std::string> kept_;
+  MemoryCharge staging_charge_;
+  // The hash of an upload to keep under it.
+  std::optional<wire::ContentHash> hash_;
 };
 
 class ReadTensorReactor final

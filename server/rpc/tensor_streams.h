@@ -31,9 +31,13 @@ struct TensorStreamContext {
 // previous one. The stream ends OK when the chunks added up to exactly the
 // header's size; INVALID_ARGUMENT for a chunk first, a second header, a
 // chunk too large, more bytes than announced, or a stream that ends short.
-// A header with a content hash (for at least ContentStore::kMinBytes) has
-// the bytes hashed and kept in the store; DATA_LOSS when they do not match
-// the hash. Bytes count into the metrics.
+// A header with a content hash (for at least ContentStore::kMinBytes): once
+// the stream is complete, the range is read back, hashed and kept in the
+// store (nothing is copied while the stream is open; the copy is charged to
+// the session while it is made, and skipped when the session cannot afford
+// it); DATA_LOSS when the bytes do not match the hash. Staging for device
+// buffers (one chunk) is charged to the session too. Bytes count into the
+// metrics.
 // Deletes itself when done.
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewWriteTensorReactor(
     const TensorStreamContext& context, grpc::ByteBuffer* response);

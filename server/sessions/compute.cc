@@ -33,7 +33,8 @@ absl::Status Run(Session& session, const std::vector<Device*>& devices,
                   {.max_tensors = limits.max_graph_nodes}));
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<Tensor*> inputs,
-      CheckInputs(*graph, request.inputs(), resolve, /*require_all=*/true));
+      CheckInputs(*graph, request.inputs(), resolve, /*require_all=*/true,
+                  limits.max_chunk_bytes));
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<Tensor*> outputs,
       CheckOutputs(
@@ -57,6 +58,18 @@ absl::Status Run(Session& session, const std::vector<Device*>& devices,
       Scheduler::Create(streams, {},
                         {.graph_size = limits.max_graph_nodes, .n_copies = 1}));
   absl::Status status = sched->AllocGraph(*graph->graph);
+  // The compute memory is the session's while the call runs.
+  MemoryCharge compute_memory;
+  if (status.ok()) {
+    uint64_t bytes = 0;
+    for (Stream* stream : streams) bytes += sched->compute_buffer_size(stream);
+    absl::StatusOr<MemoryCharge> charge = session.Reserve(bytes, "compute memory");
+    if (charge.ok()) {
+      compute_memory = *std::move(charge);
+    } else {
+      status = charge.status();
+    }
+  }
   if (status.ok()) status = WriteInputs(request.inputs(), inputs, resolve);
   if (status.ok()) status = sched->ComputeAsync(*graph->graph);
   if (status.ok()) {
@@ -104,16 +117,15 @@ absl::Status RunRegisterGraph(Session& session,
       std::unique_ptr<RegisteredGraph> registered,
       RegisteredGraph::Create(*std::move(graph), devices, n_copies, limits));
   response.set_n_splits(registered->n_splits());
-  uint64_t compute_bytes = 0;
   for (const auto& [device, bytes] : registered->compute_buffer_bytes()) {
     (*response.mutable_compute_buffer_bytes())[device] = bytes;
-    compute_bytes += bytes;
   }
-  TESSERA_RETURN_IF_ERROR(session.CheckQuota(limits.session_memory_quota,
-                                             compute_bytes, "RegisterGraph"));
+  TESSERA_ASSIGN_OR_RETURN(
+      MemoryCharge charge,
+      session.Reserve(registered->memory_bytes(), "RegisterGraph"));
   TESSERA_ASSIGN_OR_RETURN(
       uint64_t handle,
-      session.AddGraph(std::shared_ptr<RegisteredGraph>(std::move(registered))));
+      session.AddGraph(std::move(registered), std::move(charge)));
   response.set_graph(handle);
   return absl::OkStatus();
 }

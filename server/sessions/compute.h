@@ -19,12 +19,15 @@ namespace tessera::server {
 //     outputs (flagged kFlagOutput so their memory is kept).
 //  2. Under the session's compute mutex, build a Scheduler over the
 //     session's streams of `devices` and allocate the graph (the compute
-//     memory lives as long as this call).
+//     memory lives as long as this call and is charged to the session
+//     meanwhile).
 //  3. Write the inputs, compute, read the outputs into `response`.
 // A failed compute leaves the session's streams with a sticky error, so
 // they are dropped and made again by the next compute.
-// Errors: as DecodeGraph, CheckInputs and CheckOutputs; the scheduler's
-// (RESOURCE_EXHAUSTED when compute memory runs out, INVALID_ARGUMENT for a
+// Errors: as DecodeGraph, CheckInputs and CheckOutputs; RESOURCE_EXHAUSTED
+// when the compute memory takes the session past its quota or the daemon
+// past its budget; the scheduler's (RESOURCE_EXHAUSTED when compute memory
+// runs out, INVALID_ARGUMENT for a
 // node no device supports); a kernel's error.
 absl::Status RunCompute(Session& session, const std::vector<Device*>& devices,
                         const Limits& limits,
@@ -37,8 +40,9 @@ absl::Status RunCompute(Session& session, const std::vector<Device*>& devices,
 //  2. Place and allocate it with n_copies slots (0 means 1; RegisteredGraph
 //     checks the range) and report its splits and compute memory in
 //     `response`.
-//  3. Check the session's quota (`limits.session_memory_quota`) with the
-//     compute memory, then hand the graph to the session for its handle.
+//  3. Charge the compute memory to the session (its quota, the daemon's
+//     budget) for the graph's life, then hand the graph to the session for
+//     its handle.
 // Errors: as DecodeGraph and RegisteredGraph::Create; RESOURCE_EXHAUSTED
 // over the quota; NOT_FOUND once the session is closed.
 absl::Status RunRegisterGraph(Session& session,

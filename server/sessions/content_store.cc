@@ -22,8 +22,11 @@ struct FileHeader {
 
 }  // namespace
 
-ContentStore::ContentStore(size_t memory_budget, std::string dir)
-    : memory_budget_(memory_budget), dir_(std::move(dir)) {
+ContentStore::ContentStore(size_t memory_budget, std::string dir,
+                           std::shared_ptr<MemoryAccount> account)
+    : memory_budget_(memory_budget),
+      dir_(std::move(dir)),
+      account_(std::move(account)) {
   if (!dir_.empty()) {
     std::error_code error;
     std::filesystem::create_directories(dir_, error);
@@ -60,19 +63,34 @@ ContentStore::Bytes ContentStore::FindInMemory(const Key& key, size_t size) {
   return it->second.bytes;
 }
 
+void ContentStore::EvictOldest() {
+  auto oldest = entries_.find(lru_.back());
+  memory_used_ -= oldest->second.bytes->size();
+  entries_.erase(oldest);
+  lru_.pop_back();
+}
+
+// 1. Make room under memory_budget_, oldest first.
+// 2. Charge the account, evicting more while it refuses.
 void ContentStore::KeepInMemory(const Key& key, Bytes bytes) {
   if (bytes->size() > memory_budget_) return;
   absl::MutexLock lock(&mu_);
   if (entries_.contains(key)) return;
-  while (memory_used_ + bytes->size() > memory_budget_) {
-    auto oldest = entries_.find(lru_.back());
-    memory_used_ -= oldest->second.bytes->size();
-    entries_.erase(oldest);
-    lru_.pop_back();
+  while (memory_used_ + bytes->size() > memory_budget_) EvictOldest();
+  MemoryCharge charge;
+  if (account_ != nullptr) {
+    absl::StatusOr<MemoryCharge> reserved =
+        account_->Reserve(bytes->size(), "ContentStore");
+    while (!reserved.ok() && !lru_.empty()) {
+      EvictOldest();
+      reserved = account_->Reserve(bytes->size(), "ContentStore");
+    }
+    if (!reserved.ok()) return;
+    charge = *std::move(reserved);
   }
   memory_used_ += bytes->size();
   lru_.push_front(key);
-  entries_.emplace(key, Entry{std::move(bytes), lru_.begin()});
+  entries_.emplace(key, Entry{std::move(bytes), lru_.begin(), std::move(charge)});
 }
 
 ContentStore::Bytes ContentStore::Load(const wire::ContentHash& hash,

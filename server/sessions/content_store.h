@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/content_hash.h"
+#include "server/sessions/memory_account.h"
 
 namespace tessera::server {
 
@@ -29,8 +30,11 @@ class ContentStore {
   using Bytes = std::shared_ptr<const std::string>;
 
   // `memory_budget` 0 keeps nothing in memory; `dir` empty keeps nothing on
-  // disk.
-  ContentStore(size_t memory_budget, std::string dir);
+  // disk. What is kept in memory is also charged to `account` (the
+  // daemon-wide budget; null: none): when it cannot take more, older
+  // content goes first, and content it cannot fit is not kept in memory.
+  ContentStore(size_t memory_budget, std::string dir,
+               std::shared_ptr<MemoryAccount> account = nullptr);
 
   // Uploads smaller than this are not worth keeping.
   static constexpr size_t kMinBytes = size_t{1} << 20;
@@ -52,16 +56,19 @@ class ContentStore {
   struct Entry {
     Bytes bytes;
     std::list<Key>::iterator lru;
+    MemoryCharge charge;
   };
 
   Bytes FindInMemory(const Key& key, size_t size);
   void KeepInMemory(const Key& key, Bytes bytes);
+  void EvictOldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Bytes Load(const wire::ContentHash& hash, size_t size);
   void Save(const wire::ContentHash& hash, const std::string& bytes);
   std::string PathOf(const wire::ContentHash& hash) const;
 
   const size_t memory_budget_;
   const std::string dir_;
+  const std::shared_ptr<MemoryAccount> account_;
   absl::Mutex mu_;
   absl::flat_hash_map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::list<Key> lru_ ABSL_GUARDED_BY(mu_);  // most recent first

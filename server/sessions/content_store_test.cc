@@ -40,6 +40,28 @@ TEST(ContentStoreTest, KeepsInMemoryUpToTheBudgetOldestFirstOut) {
   EXPECT_EQ(store.Find(HashOf(d), d->size() - 1), nullptr);  // size differs
 }
 
+// The copies in memory count against the daemon's budget: when sessions
+// hold most of it, older content goes, and content that cannot fit is not
+// kept.
+TEST(ContentStoreTest, MemoryCopiesAreChargedToTheDaemonBudget) {
+  auto budget = MemoryAccount::Create("the daemon", 3 << 20);
+  ContentStore store(8 << 20, "", budget);
+  auto a = Content(1 << 20, 1), b = Content(1 << 20, 2);
+  store.Put(HashOf(a), a);
+  store.Put(HashOf(b), b);
+  EXPECT_EQ(budget->used(), uint64_t{2} << 20);
+  MemoryCharge session = budget->Reserve(1 << 20, "test").value();
+  auto c = Content(1 << 20, 3);
+  store.Put(HashOf(c), c);  // a goes to make room in the budget
+  EXPECT_EQ(store.Find(HashOf(a), a->size()), nullptr);
+  EXPECT_EQ(*store.Find(HashOf(c), c->size()), *c);
+  EXPECT_EQ(budget->used(), uint64_t{3} << 20);
+  auto big = Content(3 << 20, 4);
+  store.Put(HashOf(big), big);  // cannot fit even with everything evicted
+  EXPECT_EQ(store.Find(HashOf(big), big->size()), nullptr);
+  EXPECT_LE(budget->used(), uint64_t{3} << 20);
+}
+
 TEST(ContentStoreTest, DiskCopiesOutliveTheStore) {
   const std::string dir = NewDir("store-disk");
   auto a = Content(3 << 20, 5);

@@ -78,15 +78,6 @@ class HandleTable {
     return objects_.size();
   }
 
-  // The sum of `f(object)` over the objects.
-  template <typename F>
-  size_t Sum(F f) const {
-    absl::MutexLock lock(&mu_);
-    size_t total = 0;
-    for (const auto& [handle, object] : objects_) total += f(*object);
-    return total;
-  }
-
  private:
   absl::Status NotFound(uint64_t handle) const {
     return absl::NotFoundError(absl::StrCat("[Session ", owner_, "] no ",

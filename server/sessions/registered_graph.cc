@@ -182,7 +182,8 @@ RegisteredGraph::SubmitLocked(const v1::ExecuteRequest& request,
                               v1::ExecuteResponse& response) {
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<Tensor*> inputs,
-      CheckInputs(*graph_, request.inputs(), resolve, /*require_all=*/false));
+      CheckInputs(*graph_, request.inputs(), resolve, /*require_all=*/false,
+                  limits_.max_chunk_bytes));
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<Tensor*> outputs,
       CheckOutputs(

@@ -94,7 +94,7 @@ class RegisteredGraph {
       const {
     return compute_bytes_;
   }
-  // Bytes of device memory the graph holds.
+  // Bytes of compute memory the graph holds on all its devices.
   size_t memory_bytes() const { return memory_bytes_; }
 
   // Binds `request.inputs`, queues the computation and the reads of

@@ -10,9 +10,11 @@
 namespace tessera::server {
 
 Session::Session(std::string id, std::string client_name,
-                 std::atomic<uint64_t>& next_handle)
+                 std::atomic<uint64_t>& next_handle,
+                 std::shared_ptr<MemoryAccount> memory)
     : id_(std::move(id)),
       client_name_(std::move(client_name)),
+      memory_(std::move(memory)),
       buffers_(id_, "buffer", next_handle),
       graphs_(id_, "graph", next_handle),
       last_used_(absl::Now()) {}
@@ -29,28 +31,29 @@ absl::StatusOr<Stream*> Session::ComputeStream(Device& device) {
   return raw;
 }
 
-size_t Session::memory_held() const {
-  return buffers_.Sum([](const Buffer& buffer) { return buffer.size(); }) +
-         graphs_.Sum(
-             [](const RegisteredGraph& graph) { return graph.memory_bytes(); }) +
-         pending_bytes_;
+namespace {
+
+// The charge rides in the shared_ptr's deleter: it is given back when the
+// last holder (the table, a request, a registered graph) lets go.
+template <typename T>
+std::shared_ptr<T> Charged(std::unique_ptr<T> object, MemoryCharge charge) {
+  auto held = std::make_shared<MemoryCharge>(std::move(charge));
+  return std::shared_ptr<T>(object.release(), [held](T* t) {
+    delete t;
+    held->Release();
+  });
 }
 
-absl::Status Session::HoldPending(uint64_t quota, uint64_t bytes,
-                                  absl::string_view call) {
-  if (absl::Status s = CheckQuota(quota, bytes, call); !s.ok()) return s;
-  pending_bytes_ += bytes;
-  return absl::OkStatus();
+}  // namespace
+
+absl::StatusOr<uint64_t> Session::AddBuffer(std::unique_ptr<Buffer> buffer,
+                                            MemoryCharge charge) {
+  return buffers_.Add(Charged(std::move(buffer), std::move(charge)));
 }
 
-absl::Status Session::CheckQuota(uint64_t quota, uint64_t bytes,
-                                 absl::string_view call) const {
-  if (quota == 0) return absl::OkStatus();
-  const uint64_t held = memory_held();
-  if (bytes <= quota && held <= quota - bytes) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "[", call, "] the session holds ", held, " bytes and asks for ", bytes,
-      " more; its quota (--session_memory_quota) is ", quota, " bytes"));
+absl::StatusOr<uint64_t> Session::AddGraph(
+    std::unique_ptr<RegisteredGraph> graph, MemoryCharge charge) {
+  return graphs_.Add(Charged(std::move(graph), std::move(charge)));
 }
 
 size_t Session::num_buffers() const { return buffers_.size(); }

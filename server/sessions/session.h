@@ -20,6 +20,7 @@
 #include "backend/device.h"
 #include "backend/stream.h"
 #include "server/sessions/handle_table.h"
+#include "server/sessions/memory_account.h"
 
 namespace tessera::server {
 
@@ -33,11 +34,19 @@ class RegisteredGraph;
 //
 // Objects are shared_ptrs: Close and Free drop the session's references at
 // once and the memory returns when the last in-flight request using it ends.
+//
+// Memory: every byte the session causes is charged to its MemoryAccount
+// (its quota, under the daemon-wide budget) for as long as it exists: a
+// buffer until the buffer object is destroyed (a registered graph that
+// uses a freed buffer keeps it charged), a graph's compute memory while
+// the graph lives, and what requests hold while they run (Reserve).
 // Thread-safe.
 class Session {
  public:
+  // `memory` is the session's own account (see above).
   Session(std::string id, std::string client_name,
-          std::atomic<uint64_t>& next_handle);
+          std::atomic<uint64_t>& next_handle,
+          std::shared_ptr<MemoryAccount> memory);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -45,11 +54,19 @@ class Session {
   const std::string& id() const { return id_; }
   const std::string& client_name() const { return client_name_; }
 
-  // Takes ownership of `buffer` and returns its handle (never 0).
-  // Errors: NOT_FOUND once the session is closed.
-  absl::StatusOr<uint64_t> AddBuffer(std::unique_ptr<Buffer> buffer) {
-    return buffers_.Add(std::move(buffer));
+  // Charges `bytes` to the session (and the daemon) until the charge is
+  // destroyed; `call` names the RPC in errors.
+  // Errors: RESOURCE_EXHAUSTED, with the numbers, over the session's quota
+  // or the daemon's budget.
+  absl::StatusOr<MemoryCharge> Reserve(uint64_t bytes, absl::string_view call) {
+    return memory_->Reserve(bytes, call);
   }
+
+  // Takes ownership of `buffer`, with `charge` (its bytes, from Reserve)
+  // held until the buffer is destroyed, and returns its handle (never 0).
+  // Errors: NOT_FOUND once the session is closed.
+  absl::StatusOr<uint64_t> AddBuffer(std::unique_ptr<Buffer> buffer,
+                                     MemoryCharge charge);
   // Errors: NOT_FOUND for a handle this session does not hold.
   absl::StatusOr<std::shared_ptr<Buffer>> FindBuffer(uint64_t handle) const {
     return buffers_.Find(handle);
@@ -57,10 +74,10 @@ class Session {
   absl::Status FreeBuffer(uint64_t handle) { return buffers_.Remove(handle); }
 
   // Errors: as the buffer calls. A released graph is destroyed (waiting for
-  // its work) once no request uses it, outside the session's locks.
-  absl::StatusOr<uint64_t> AddGraph(std::shared_ptr<RegisteredGraph> graph) {
-    return graphs_.Add(std::move(graph));
-  }
+  // its work) once no request uses it, outside the session's locks; its
+  // `charge` (its compute memory) is held until then.
+  absl::StatusOr<uint64_t> AddGraph(std::unique_ptr<RegisteredGraph> graph,
+                                    MemoryCharge charge);
   absl::StatusOr<std::shared_ptr<RegisteredGraph>> FindGraph(
       uint64_t handle) const {
     return graphs_.Find(handle);
@@ -78,22 +95,10 @@ class Session {
     streams_.clear();
   }
 
-  // Bytes the session holds: its buffers, the compute memory of its
-  // registered graphs and its responses waiting to be sent.
-  size_t memory_held() const;
-  // Responses waiting to be sent (an Execute stream's finished executions
-  // that the client has not read yet) hold `bytes` more until
-  // ReleasePending. RESOURCE_EXHAUSTED, as CheckQuota, when that would take
-  // the session past `quota` (nothing is held then).
-  absl::Status HoldPending(uint64_t quota, uint64_t bytes,
-                           absl::string_view call);
-  void ReleasePending(uint64_t bytes) { pending_bytes_ -= bytes; }
+  // Bytes charged to the session now (see above).
+  uint64_t memory_held() const { return memory_->used(); }
   size_t num_buffers() const;
   size_t num_graphs() const;
-  // RESOURCE_EXHAUSTED, with the numbers, when `bytes` more would take the
-  // session past `quota` bytes (0: no quota); `call` names the RPC.
-  absl::Status CheckQuota(uint64_t quota, uint64_t bytes,
-                          absl::string_view call) const;
 
   // Records activity now (idle expiry counts from the last one).
   void Touch();
@@ -113,11 +118,11 @@ class Session {
   // Constant after construction.
   const std::string id_;
   const std::string client_name_;
+  const std::shared_ptr<MemoryAccount> memory_;
 
   // Synchronized by themselves; closed by Close().
   HandleTable<Buffer> buffers_;
   HandleTable<RegisteredGraph> graphs_;
-  std::atomic<uint64_t> pending_bytes_{0};
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;

@@ -9,10 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "server/decoding/client_text.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::server {
 namespace {
+
+// Client names are for logs: longer ones are cut (client_text.h).
+constexpr size_t kMaxClientNameBytes = 256;
 
 std::string RandomId() {
   std::random_device random;
@@ -23,14 +27,19 @@ std::string RandomId() {
 
 absl::Status NoSession(absl::string_view id) {
   return absl::NotFoundError(
-      absl::StrCat("[SessionManager] no open session \"", id, "\""));
+      absl::StrCat("[SessionManager] no open session \"", ClientText(id),
+                   "\""));
 }
 
 }  // namespace
 
 SessionManager::SessionManager(absl::Duration idle_timeout,
-                               size_t max_sessions)
-    : idle_timeout_(idle_timeout), max_sessions_(max_sessions) {
+                               size_t max_sessions, uint64_t session_quota,
+                               std::shared_ptr<MemoryAccount> budget)
+    : idle_timeout_(idle_timeout),
+      max_sessions_(max_sessions),
+      session_quota_(session_quota),
+      budget_(std::move(budget)) {
   if (idle_timeout_ > absl::ZeroDuration()) {
     timer_ = std::thread([this] { TimerLoop(); });
   }
@@ -50,8 +59,10 @@ SessionManager::~SessionManager() {
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(
     std::string client_name) {
   std::string id = RandomId();
-  auto session =
-      std::make_shared<Session>(id, std::move(client_name), next_handle_);
+  auto session = std::make_shared<Session>(
+      id, ClientText(client_name, kMaxClientNameBytes), next_handle_,
+      MemoryAccount::Create("the session (--session_memory_quota)",
+                            session_quota_, budget_));
   absl::MutexLock lock(&mu_);
   switch (admission_) {
     case Admission::kStarting:
@@ -116,7 +127,8 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Attach(
   if (it == sessions_.end()) return NoSession(id);
   if (!attached_.insert(std::string(id)).second) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "[SessionManager] session \"", id, "\" already has an Attach stream"));
+        "[SessionManager] session \"", ClientText(id),
+        "\" already has an Attach stream"));
   }
   it->second->Touch();
   return it->second;

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/sessions/memory_account.h"
 #include "server/sessions/session.h"
 
 namespace tessera::server {
@@ -32,15 +33,20 @@ class SessionManager {
   // still opening, nor while it drains.
   enum class Admission { kStarting, kOpen, kDraining };
 
-  // `idle_timeout` zero: sessions never expire.
-  SessionManager(absl::Duration idle_timeout, size_t max_sessions);
+  // `idle_timeout` zero: sessions never expire. Each session's memory
+  // account has `session_quota` bytes (0: none) under `budget`, the
+  // daemon-wide account (null: none).
+  SessionManager(absl::Duration idle_timeout, size_t max_sessions,
+                 uint64_t session_quota = 0,
+                 std::shared_ptr<MemoryAccount> budget = nullptr);
   // Stops the timer and closes every session.
   ~SessionManager();
   SessionManager(const SessionManager&) = delete;
   SessionManager& operator=(const SessionManager&) = delete;
 
-  // Errors: RESOURCE_EXHAUSTED at max_sessions; UNAVAILABLE unless the
-  // admission is kOpen.
+  // The session keeps `client_name` as ClientText (control characters
+  // escaped, cut at 256 bytes) for logs. Errors: RESOURCE_EXHAUSTED at
+  // max_sessions; UNAVAILABLE unless the admission is kOpen.
   absl::StatusOr<std::shared_ptr<Session>> Create(std::string client_name);
   // kOpen from construction. Open sessions carry on whatever it is.
   void SetAdmission(Admission admission);
@@ -69,6 +75,8 @@ class SessionManager {
   // Constant after construction.
   const absl::Duration idle_timeout_;
   const size_t max_sessions_;
+  const uint64_t session_quota_;
+  const std::shared_ptr<MemoryAccount> budget_;
 
   // Handle counter shared by the sessions (session.h).
   std::atomic<uint64_t> next_handle_{1};

@@ -15,6 +15,14 @@ std::unique_ptr<Buffer> Alloc(CpuDevice& device, size_t size) {
   return device.buffer_type().Alloc(size).value();
 }
 
+// A buffer of `size` bytes added to `session` with its charge.
+absl::StatusOr<uint64_t> Add(Session& session, CpuDevice& device,
+                             size_t size) {
+  absl::StatusOr<MemoryCharge> charge = session.Reserve(size, "test");
+  if (!charge.ok()) return charge.status();
+  return session.AddBuffer(Alloc(device, size), *std::move(charge));
+}
+
 TEST(SessionManagerTest, CreatesAndFindsSessions) {
   SessionManager manager(absl::ZeroDuration(), 8);
   auto a = manager.Create("a").value();
@@ -25,6 +33,19 @@ TEST(SessionManagerTest, CreatesAndFindsSessions) {
   EXPECT_EQ(manager.Find(b->id()).value()->client_name(), "b");
   EXPECT_EQ(manager.size(), 2u);
   EXPECT_EQ(manager.Find("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+// The client name is for logs: it cannot forge lines or grow them without
+// bound. Unknown ids in errors are bounded too.
+TEST(SessionManagerTest, ClientTextIsMadeSafe) {
+  SessionManager manager(absl::ZeroDuration(), 8);
+  auto s = manager.Create("runner\n[info] session x closed").value();
+  EXPECT_EQ(s->client_name(), "runner\\x0a[info] session x closed");
+  auto long_name = manager.Create(std::string(1 << 20, 'n')).value();
+  EXPECT_LT(long_name->client_name().size(), 300u);
+  absl::Status missing = manager.Find(std::string(1 << 20, 'i')).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_LT(missing.message().size(), 300u);
 }
 
 TEST(SessionManagerTest, RefusesSessionsPastTheLimit) {
@@ -57,8 +78,8 @@ TEST(SessionManagerTest, HandlesOfAnotherSessionAreNotFound) {
   SessionManager manager(absl::ZeroDuration(), 8);
   auto a = manager.Create("a").value();
   auto b = manager.Create("b").value();
-  const uint64_t ha = a->AddBuffer(Alloc(device, 64)).value();
-  const uint64_t hb = b->AddBuffer(Alloc(device, 64)).value();
+  const uint64_t ha = Add(*a, device, 64).value();
+  const uint64_t hb = Add(*b, device, 64).value();
   EXPECT_NE(ha, hb);
   EXPECT_NE(ha, 0u);
   EXPECT_TRUE(a->FindBuffer(ha).ok());
@@ -74,7 +95,7 @@ TEST(SessionManagerTest, FreeReturnsDeviceMemory) {
   CpuDevice device({});
   SessionManager manager(absl::ZeroDuration(), 8);
   auto s = manager.Create("a").value();
-  const uint64_t h = s->AddBuffer(Alloc(device, 4096)).value();
+  const uint64_t h = Add(*s, device, 4096).value();
   EXPECT_EQ(device.memory_used(), 4096u);
   EXPECT_EQ(s->memory_held(), 4096u);
   ASSERT_TRUE(s->FreeBuffer(h).ok());
@@ -87,8 +108,8 @@ TEST(SessionManagerTest, CloseFreesEverythingAndForgetsTheSession) {
   SessionManager manager(absl::ZeroDuration(), 8);
   auto s = manager.Create("a").value();
   const std::string id = s->id();
-  const uint64_t h1 = s->AddBuffer(Alloc(device, 1000)).value();
-  s->AddBuffer(Alloc(device, 3000)).value();
+  const uint64_t h1 = Add(*s, device, 1000).value();
+  Add(*s, device, 3000).value();
   bool told = false;
   s->SetCloseListener([&] { told = true; });
   EXPECT_EQ(device.memory_used(), 4000u);
@@ -98,7 +119,7 @@ TEST(SessionManagerTest, CloseFreesEverythingAndForgetsTheSession) {
   EXPECT_EQ(device.memory_used(), 0u);
   EXPECT_TRUE(s->closed());
   EXPECT_EQ(s->FindBuffer(h1).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(s->AddBuffer(Alloc(device, 8)).status().code(),
+  EXPECT_EQ(Add(*s, device, 8).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(manager.Find(id).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(manager.Close(id).code(), absl::StatusCode::kNotFound);
@@ -109,12 +130,55 @@ TEST(SessionManagerTest, BufferInUseOutlivesCloseUntilReleased) {
   CpuDevice device({});
   SessionManager manager(absl::ZeroDuration(), 8);
   auto s = manager.Create("a").value();
-  const uint64_t h = s->AddBuffer(Alloc(device, 512)).value();
+  const uint64_t h = Add(*s, device, 512).value();
   std::shared_ptr<Buffer> in_use = s->FindBuffer(h).value();
   ASSERT_TRUE(manager.Close(s->id()).ok());
   EXPECT_EQ(device.memory_used(), 512u);
   in_use.reset();
   EXPECT_EQ(device.memory_used(), 0u);
+}
+
+// A freed buffer that something else still holds (a request, a registered
+// graph) stays charged until it is really released.
+TEST(SessionManagerTest, AFreedBufferHeldElsewhereStaysCharged) {
+  CpuDevice device({});
+  SessionManager manager(absl::ZeroDuration(), 8, /*session_quota=*/1000);
+  auto s = manager.Create("a").value();
+  const uint64_t h = Add(*s, device, 600).value();
+  std::shared_ptr<Buffer> held = s->FindBuffer(h).value();
+  ASSERT_TRUE(s->FreeBuffer(h).ok());
+  EXPECT_EQ(s->memory_held(), 600u);
+  EXPECT_EQ(Add(*s, device, 600).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  held.reset();
+  EXPECT_EQ(s->memory_held(), 0u);
+  EXPECT_TRUE(Add(*s, device, 600).ok());
+}
+
+TEST(SessionManagerTest, QuotaAndDaemonBudgetBothBound) {
+  auto budget = MemoryAccount::Create("the daemon", 1500);
+  SessionManager manager(absl::ZeroDuration(), 8, /*session_quota=*/1000,
+                         budget);
+  auto a = manager.Create("a").value();
+  auto b = manager.Create("b").value();
+  MemoryCharge a1 = a->Reserve(800, "test").value();
+  absl::Status over_quota = a->Reserve(300, "Compute").status();
+  EXPECT_EQ(over_quota.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over_quota.message().find("[Compute] the session"),
+            absl::string_view::npos)
+      << over_quota;
+  MemoryCharge b1 = b->Reserve(600, "test").value();
+  absl::Status over_budget = b->Reserve(200, "AllocBuffer").status();
+  EXPECT_EQ(over_budget.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over_budget.message().find("the daemon holds 1400 bytes"),
+            absl::string_view::npos)
+      << over_budget;
+  // A refusal by the budget leaves the session's account as it was.
+  EXPECT_EQ(b->memory_held(), 600u);
+  EXPECT_EQ(budget->used(), 1400u);
+  a1.Release();
+  EXPECT_EQ(budget->used(), 600u);
+  EXPECT_TRUE(b->Reserve(200, "test").ok());
 }
 
 TEST(SessionManagerTest, ExpiresIdleSessionsButNotAttachedOnes) {
@@ -148,7 +212,7 @@ TEST(SessionManagerTest, TimerClosesIdleSessionsAndFreesTheirMemory) {
   CpuDevice device({});
   SessionManager manager(absl::Milliseconds(50), 8);
   auto s = manager.Create("a").value();
-  s->AddBuffer(Alloc(device, 2048)).value();
+  Add(*s, device, 2048).value();
   absl::Notification closed;
   s->SetCloseListener([&] { closed.Notify(); });
   s.reset();
@@ -161,7 +225,7 @@ TEST(SessionManagerTest, AttachOnceAndDetachCloses) {
   CpuDevice device({});
   SessionManager manager(absl::ZeroDuration(), 8);
   auto s = manager.Create("a").value();
-  s->AddBuffer(Alloc(device, 100)).value();
+  Add(*s, device, 100).value();
   ASSERT_TRUE(manager.Attach(s->id()).ok());
   EXPECT_EQ(manager.Attach(s->id()).status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -191,7 +255,7 @@ TEST(SessionManagerTest, DestructorClosesEverySession) {
   {
     SessionManager manager(absl::Seconds(30), 8);
     s = manager.Create("a").value();
-    s->AddBuffer(Alloc(device, 100)).value();
+    Add(*s, device, 100).value();
   }
   EXPECT_TRUE(s->closed());
   EXPECT_EQ(device.memory_used(), 0u);

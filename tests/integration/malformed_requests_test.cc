@@ -25,7 +25,9 @@ constexpr uint64_t kMax64 = std::numeric_limits<uint64_t>::max();
 constexpr int32_t kF32 = 0;
 constexpr int32_t kOpNone = 0;
 constexpr int32_t kOpAdd = 4;
+constexpr int32_t kOpMulMat = 19;
 constexpr int32_t kOpView = 22;
+constexpr int32_t kOpFlashAttnExt = 30;
 constexpr uint64_t kBufferBytes = 1024;
 
 // A session with one buffer of kBufferBytes on cpu0.
@@ -137,6 +139,24 @@ grpc::Status Compute(const v1::ComputeRequest& request) {
   return env->stub->Compute(Ctx().get(), request, &response);
 }
 
+// Compute of `graph` with every input inline and zeroed, asking for
+// tensor `output`.
+grpc::Status ComputeGraph(const v1::GraphDef& graph, uint32_t output) {
+  v1::ComputeRequest request;
+  request.set_session(env->mine.id);
+  *request.mutable_graph() = graph;
+  for (const v1::TensorDef& t : graph.tensors()) {
+    if (t.op() != kOpNone) continue;
+    int64_t n = 1;
+    for (int64_t d : t.ne()) n *= d;
+    v1::TensorData* in = request.add_inputs();
+    in->set_id(t.id());
+    in->set_data(std::string(4 * n, '\0'));
+  }
+  request.add_outputs(output);
+  return Compute(request);
+}
+
 // Compute of the Add graph after `mutate`.
 std::function<grpc::Status()> ComputeWith(
     std::function<void(v1::ComputeRequest&)> mutate) {
@@ -237,6 +257,14 @@ std::vector<Case> Cases() {
       {"HelloInvertedRange",
        [] { v1::HelloResponse r; return Hello(5, 1, &r); },
        C::FAILED_PRECONDITION, ""},
+      {"SessionIdOfOneMiBIsNotEchoedWhole",
+       [] {
+         v1::ListDevicesRequest q;
+         q.set_session(std::string(1 << 20, 's'));
+         v1::ListDevicesResponse r;
+         return env->stub->ListDevices(Ctx().get(), q, &r);
+       },
+       C::NOT_FOUND, "...(1048576 bytes)"},
       {"ListDevicesBadSession",
        [] {
          v1::ListDevicesRequest q;
@@ -597,6 +625,33 @@ std::vector<Case> Cases() {
          return env->stub->RegisterGraph(Ctx().get(), q, &r);
        },
        C::INVALID_ARGUMENT, "n_copies 9"},
+      {"ComputeInlineInputOverMaxChunk",
+       [] {
+         v1::GraphDef g;
+         Leaf(g, 0, {(8 << 20) / 4}, "a");
+         Node(g, 1, kOpAdd, {0, 0}, {(8 << 20) / 4});
+         return ComputeGraph(g, 1);
+       },
+       C::INVALID_ARGUMENT, "exceed 4194304 (max_chunk_bytes)"},
+      {"ComputeZeroSizeBroadcastDims",
+       [] {
+         v1::GraphDef g;
+         Leaf(g, 0, {4, 3, 0, 1}, "a");
+         Leaf(g, 1, {4, 5, 0, 1}, "b");
+         Node(g, 2, kOpMulMat, {0, 1}, {3, 5, 0, 1});
+         return ComputeGraph(g, 2);
+       },
+       C::INVALID_ARGUMENT, "[DecodeGraph] tensor 2"},
+      {"ComputeZeroHeads",
+       [] {
+         v1::GraphDef g;
+         Leaf(g, 0, {4, 1, 0, 1}, "q");
+         Leaf(g, 1, {4, 2, 0, 1}, "k");
+         Leaf(g, 2, {4, 2, 0, 1}, "v");
+         Node(g, 3, kOpFlashAttnExt, {0, 1, 2}, {4, 0, 1, 1});
+         return ComputeGraph(g, 3);
+       },
+       C::INVALID_ARGUMENT, "[DecodeGraph] tensor 3"},
       {"RegisterUnknownDevice",
        [] {
          v1::RegisterGraphRequest q;

@@ -28,10 +28,12 @@
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/metrics_scrape.h"
 #include "tests/integration/shell.h"
 #include "tests/integration/test_certs.h"
 
@@ -41,17 +43,15 @@ namespace {
 using client::Client;
 using client::ClientOptions;
 using grpc::health::v1::HealthCheckResponse;
+using testing::Curl;
 using testing::DaemonProcess;
+using testing::FreePort;
+using testing::Scrape;
 
 ClientOptions Quick() {
   ClientOptions options;
   options.connect_timeout = absl::Seconds(3);
   return options;
-}
-
-// The body curl fetches from `url`.
-std::string Curl(const std::string& url) {
-  return testing::RunCommand(absl::StrCat("curl -s ", url)).output;
 }
 
 // The daemon's health as gRPC's health service reports it.
@@ -158,6 +158,26 @@ TEST(OperationsTest, RefusesToListenBeyondLoopbackUnprotected) {
       << testing::ReadFile(log);
 }
 
+// An empty or misspelled boolean is no "true": the daemon refuses to start
+// and says which variable and what it wants, rather than opening a wildcard
+// plaintext listener.
+TEST(OperationsTest, RefusesToStartOnABooleanItDoesNotKnow) {
+  const std::string log = ::testing::TempDir() + "/boolean.log";
+  for (const char* value : {"", "yes", "on"}) {
+    const int status = std::system(
+        absl::StrCat("TESSERA_INSECURE='", value, "' ",
+                     testing::TesseradPath().value(),
+                     " --listen=0.0.0.0:0 --devices=cpu:1 >", log, " 2>&1")
+            .c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_NE(WEXITSTATUS(status), 0) << value;
+    const std::string said = testing::ReadFile(log);
+    EXPECT_NE(said.find("$TESSERA_INSECURE"), std::string::npos) << said;
+    EXPECT_NE(said.find("true, 1, false or 0"), std::string::npos) << said;
+    EXPECT_EQ(said.find("tesserad listening on"), std::string::npos) << said;
+  }
+}
+
 TEST(OperationsTest, QuotaExceededIsResourceExhaustedAndTheSessionGoesOn) {
   auto daemon = DaemonProcess::Start(
                     {"--devices=cpu:1", "--session_memory_quota=3M"})
@@ -178,38 +198,6 @@ TEST(OperationsTest, QuotaExceededIsResourceExhaustedAndTheSessionGoesOn) {
   ASSERT_TRUE(client->FreeBuffer(first.handle).ok());
   EXPECT_TRUE(
       client->AllocBuffer("cpu0", 2 << 20, BufferUsage::kWeights).ok());
-}
-
-// A port that was free a moment ago.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// GET http://127.0.0.1:PORT/metrics, parsed as Prometheus text: every line
-// a comment or `name{labels} value`. Returns value by series.
-std::map<std::string, double> Scrape(int port) {
-  const std::string body = Curl(absl::StrCat(
-      "http://127.0.0.1:", port, "/metrics"));
-  std::map<std::string, double> series;
-  const std::regex sample(
-      R"(([a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_]+="[^"]*"(,[a-zA-Z_]+="[^"]*")*\})?) )"
-      R"(([-+0-9.eEInf]+))");
-  std::istringstream lines(body);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::smatch m;
-    EXPECT_TRUE(std::regex_match(line, m, sample)) << "not Prometheus: " << line;
-    if (!m.empty()) series[m[1]] = std::stod(m[4]);
-  }
-  return series;
 }
 
 TEST(OperationsTest, MetricsMoveWithTraffic) {
@@ -253,6 +241,63 @@ TEST(OperationsTest, MetricsMoveWithTraffic) {
             1);
   EXPECT_EQ(Curl(absl::StrCat("http://127.0.0.1:", port, "/other")),
             "only /metrics is here.\n");
+}
+
+// Calls of methods the daemon does not serve, without the token, add no
+// series: they share method="other". A client sending its request a byte a
+// second does not hold up scrapes.
+TEST(OperationsTest, MetricsStayBoundedAndAnswerBesideASlowClient) {
+  const std::string token_file = testing::WriteTempFile("token2", "t0ken\n");
+  const int port = FreePort();
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu:1",
+                            absl::StrCat("--token_file=", token_file),
+                            absl::StrCat("--metrics_listen=127.0.0.1:", port)})
+          .value();
+  constexpr int kCalls = 30;
+  grpc::GenericStub generic(grpc::CreateChannel(
+      daemon->address(), grpc::InsecureChannelCredentials()));
+  grpc::CompletionQueue cq;
+  for (int i = 0; i < kCalls; ++i) {
+    grpc::ClientContext context;
+    grpc::ByteBuffer request, response;
+    grpc::Status status;
+    auto call = generic.PrepareUnaryCall(
+        &context, absl::StrCat("/made.up.Service/Method", i), request, &cq);
+    call->StartCall();
+    call->Finish(&response, &status, nullptr);
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_FALSE(status.ok());
+  }
+  cq.Shutdown();
+
+  std::atomic<bool> stop{false};
+  std::thread slow([&] {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (size_t i = 0; i < request.size() && !stop; ++i) {
+      send(fd, &request[i], 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::map<std::string, double> series = Scrape(port);
+  stop = true;
+  slow.join();
+  for (const auto& [name, value] : series) {
+    EXPECT_EQ(name.find("made.up"), std::string::npos) << name;
+  }
+  EXPECT_EQ(series["tessera_rpcs_total{method=\"other\",code=\"UNAUTHENTICATED\"}"] +
+                series["tessera_rpcs_total{method=\"other\",code=\"UNIMPLEMENTED\"}"],
+            kCalls);
 }
 
 TEST(OperationsTest, ASecondUploadOfTheSameWeightsSendsNoBytes) {
