@@ -1,16 +1,32 @@
 #include "backend/cpu/simd_level.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 
 namespace tessera {
 
+namespace {
+
+#if defined(__x86_64__)
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does
+// not know the feature.
+bool HasF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+#endif
+
+}  // namespace
+
 SimdLevel DetectSimdLevel() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") &&
-                    __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+                    __builtin_cpu_supports("fma") && HasF16c();
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") &&

@@ -233,7 +233,9 @@ absl::StatusOr<std::vector<double>> ComputeReference(
   for (size_t i = 0; i < ref.graph.leafs().size(); ++i) {
     Tensor& leaf = *ref.graph.leafs()[i];
     storage.Place(leaf);
-    std::memcpy(leaf.data, leaf_data[i].data(), leaf_data[i].size());
+    if (!leaf_data[i].empty()) {
+      std::memcpy(leaf.data, leaf_data[i].data(), leaf_data[i].size());
+    }
   }
   for (Tensor* node : ref.graph.nodes()) storage.Place(*node);
   for (Tensor* node : ref.graph.nodes()) {
