@@ -84,7 +84,7 @@ absl::Status Unsupported(uint32_t op, absl::string_view what) {
 }  // namespace
 
 std::string GgmlOpName(uint32_t op) {
-  if (op >= kGgmlOpCount) return absl::StrCat("op ", op);
+  if (op >= kGgmlOpCount) return absl::StrCat(op);
   return absl::StrCat(kOpNames[op], " (", op, ")");
 }
 

@@ -18,7 +18,7 @@ namespace tessera::ggml_rpc {
 
 inline constexpr uint32_t kGgmlOpCount = 101;
 
-// "ADD (2)", "op 250" for an id beyond the enum.
+// "ADD (2)"; "250" for an id beyond the enum.
 std::string GgmlOpName(uint32_t op);
 
 // A node's op and op_params in tessera's terms.

@@ -304,6 +304,230 @@ TEST_F(GgmlRpcTest, DroppedSetTensorFreesItsMemory) {
   EXPECT_EQ(after, before);
 }
 
+// The bytes of one request: command, size (the payload's unless `size`
+// says otherwise), payload.
+std::vector<uint8_t> Frame(uint8_t command, const std::vector<uint8_t>& payload,
+                           uint64_t size = UINT64_MAX) {
+  std::vector<uint8_t> out = {command};
+  Put(out, size == UINT64_MAX ? payload.size() : size, 8);
+  Put(out, payload);
+  return out;
+}
+
+// What a malformed request may refer to: the connection's own buffer, and
+// a valid one-node graph (ADD of a 16-value leaf to itself) to break.
+struct Scene {
+  GgmlRpcClient::Allocation a;
+  GgmlTensor leaf, node;
+  std::vector<uint8_t> Graph(GgmlTensor n) const {
+    return GraphPayload(0, {n.id}, {leaf, n});
+  }
+  std::vector<uint8_t> Graph() const { return Graph(node); }
+  std::vector<uint8_t> Tensor(uint64_t offset, uint32_t n) const {
+    return Encode(Bytes(a, offset, n));
+  }
+};
+
+struct Malformed {
+  const char* name;
+  std::function<std::vector<uint8_t>(const Scene&)> bytes;
+  bool hello = true;
+  // Whether the connection has computed the scene's valid graph before.
+  bool graph_first = true;
+};
+
+std::vector<uint8_t> Cat(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+  Put(a, b);
+  return a;
+}
+std::vector<uint8_t> U32(uint32_t v) {
+  std::vector<uint8_t> out;
+  Put(out, v, 4);
+  return out;
+}
+GgmlTensor With(GgmlTensor t, const std::function<void(GgmlTensor&)>& f) {
+  f(t);
+  return t;
+}
+
+const std::vector<Malformed>& MalformedTable() {
+  static const auto* table = new std::vector<Malformed>{
+      // Framing and commands.
+      {"first command not HELLO", [](const Scene&) { return Frame(kDeviceCount, {}); }, false},
+      {"HELLO of 23 bytes", [](const Scene&) { return Frame(kHello, std::vector<uint8_t>(23)); }, false},
+      {"HELLO again", [](const Scene&) { return Frame(kHello, std::vector<uint8_t>(24)); }},
+      {"command 18", [](const Scene&) { return Frame(18, {}); }},
+      {"command 255", [](const Scene&) { return Frame(255, {}); }},
+      {"DEVICE_COUNT with a payload", [](const Scene&) { return Frame(kDeviceCount, U32(0)); }},
+      {"ALLOC_BUFFER short", [](const Scene&) { return Frame(kAllocBuffer, std::vector<uint8_t>(11)); }},
+      {"ALLOC_BUFFER device 99", [](const Scene&) { return Frame(kAllocBuffer, Cat(U32(99), U64(64))); }},
+      {"GET_ALIGNMENT device 7", [](const Scene&) { return Frame(kGetAlignment, U32(7)); }},
+      {"GET_MAX_SIZE empty", [](const Scene&) { return Frame(kGetMaxSize, {}); }},
+      {"GET_DEVICE_MEMORY device 3", [](const Scene&) { return Frame(kGetDeviceMemory, U32(3)); }},
+      {"BUFFER_GET_BASE unknown", [](const Scene&) { return Frame(kBufferGetBase, U64(12345)); }},
+      {"FREE_BUFFER unknown", [](const Scene&) { return Frame(kFreeBuffer, U64(0)); }},
+      {"BUFFER_CLEAR unknown", [](const Scene&) { return Frame(kBufferClear, Cat(U64(99999), {0})); }},
+      // Tensor transfers.
+      {"SET_TENSOR shorter than its header", [](const Scene&) { return Frame(kSetTensor, std::vector<uint8_t>(100)); }},
+      {"SET_TENSOR before the buffer", [](const Scene& s) {
+         GgmlTensor t = Bytes(s.a, 0, 16);
+         t.data = s.a.base - 64;
+         return Frame(kSetTensor, Cat(Cat(Encode(t), U64(0)), std::vector<uint8_t>(16)));
+       }},
+      {"SET_TENSOR past the end", [](const Scene& s) {
+         return Frame(kSetTensor, Cat(Cat(s.Tensor(kBufferBytes - 8, 16), U64(0)), std::vector<uint8_t>(16)));
+       }},
+      {"SET_TENSOR offset overflowing", [](const Scene& s) {
+         return Frame(kSetTensor, Cat(Cat(s.Tensor(0, 16), U64(~uint64_t{0} - 7)), std::vector<uint8_t>(16)));
+       }},
+      {"SET_TENSOR in buffer 0", [](const Scene& s) {
+         GgmlTensor t = Bytes(s.a, 0, 16);
+         t.buffer = 0;
+         return Frame(kSetTensor, Cat(Cat(Encode(t), U64(0)), std::vector<uint8_t>(16)));
+       }},
+      {"SET_TENSOR_HASH of 300 bytes", [](const Scene& s) { return Frame(kSetTensorHash, std::vector<uint8_t>(300)); }},
+      {"SET_TENSOR_HASH outside the buffer", [](const Scene& s) {
+         return Frame(kSetTensorHash, Cat(Cat(s.Tensor(kBufferBytes + 64, 16), U64(0)), U64(1)));
+       }},
+      {"GET_TENSOR past the end", [](const Scene& s) {
+         return Frame(kGetTensor, Cat(Cat(s.Tensor(0, 16), U64(8)), U64(kBufferBytes)));
+       }},
+      {"GET_TENSOR of 303 bytes", [](const Scene& s) { return Frame(kGetTensor, std::vector<uint8_t>(303)); }},
+      {"GET_TENSOR of another buffer", [](const Scene& s) {
+         GgmlTensor t = Bytes(s.a, 0, 16);
+         t.buffer += 1000;
+         return Frame(kGetTensor, Cat(Cat(Encode(t), U64(0)), U64(16)));
+       }},
+      {"MEMSET_TENSOR outside the tensor", [](const Scene& s) {
+         return Frame(kMemsetTensor, Cat(Cat(Cat(s.Tensor(0, 16), U64(8)), U64(16)), {1}));
+       }},
+      {"MEMSET_TENSOR of type 99", [](const Scene& s) {
+         GgmlTensor t = Bytes(s.a, 0, 16);
+         t.type = 99;
+         return Frame(kMemsetTensor, Cat(Cat(Cat(Encode(t), U64(0)), U64(4)), {1}));
+       }},
+      {"COPY_TENSOR into too small a space", [](const Scene& s) {
+         return Frame(kCopyTensor, Cat(s.Tensor(0, 4096), s.Tensor(kBufferBytes - 64, 4096)));
+       }},
+      {"COPY_TENSOR with ne[0] not whole blocks", [](const Scene& s) {
+         GgmlTensor t = Bytes(s.a, 0, 16);
+         t.type = 8;  // Q8_0
+         t.ne[0] = 33;
+         return Frame(kCopyTensor, Cat(Encode(t), s.Tensor(1024, 64)));
+       }},
+      {"INIT_TENSOR outside the buffer", [](const Scene& s) { return Frame(kInitTensor, s.Tensor(kBufferBytes, 64)); }},
+      {"GET_ALLOC_SIZE device 5", [](const Scene& s) {
+         std::vector<uint8_t> req = Cat(U32(5), s.Tensor(0, 16));
+         for (int i = 0; i < 10; ++i) Put(req, std::vector<uint8_t>(296));
+         return Frame(kGetAllocSize, req);
+       }},
+      // Graphs.
+      {"GRAPH_RECOMPUTE with no graph", [](const Scene&) { return Frame(kGraphRecompute, U32(0)); }, true, false},
+      {"GRAPH_RECOMPUTE device 9", [](const Scene&) { return Frame(kGraphRecompute, U32(9)); }},
+      {"GRAPH_COMPUTE of 4 bytes", [](const Scene&) { return Frame(kGraphCompute, U32(0)); }},
+      {"GRAPH_COMPUTE claiming 1 TiB", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(), uint64_t{1} << 40); }},
+      {"GRAPH_COMPUTE n_nodes lies", [](const Scene& s) {
+         std::vector<uint8_t> g = s.Graph();
+         g[4] = 200;
+         return Frame(kGraphCompute, g);
+       }},
+      {"GRAPH_COMPUTE n_tensors lies", [](const Scene& s) {
+         std::vector<uint8_t> g = s.Graph();
+         g[16] = 3;
+         return Frame(kGraphCompute, g);
+       }},
+      {"GRAPH_COMPUTE trailing bytes", [](const Scene& s) { return Frame(kGraphCompute, Cat(s.Graph(), {0, 0, 0})); }},
+      {"GRAPH_COMPUTE no nodes", [](const Scene& s) { return Frame(kGraphCompute, GraphPayload(0, {}, {s.leaf})); }},
+      {"GRAPH_COMPUTE device 9", [](const Scene& s) { return Frame(kGraphCompute, GraphPayload(9, {s.node.id}, {s.leaf, s.node})); }},
+      {"GRAPH_COMPUTE node id 0", [](const Scene& s) { return Frame(kGraphCompute, GraphPayload(0, {0}, {s.leaf, s.node})); }},
+      {"GRAPH_COMPUTE node not in the payload", [](const Scene& s) { return Frame(kGraphCompute, GraphPayload(0, {77}, {s.leaf, s.node})); }},
+      {"GRAPH_COMPUTE duplicate id", [](const Scene& s) {
+         return Frame(kGraphCompute, GraphPayload(0, {s.node.id}, {s.leaf, s.node, s.leaf}));
+       }},
+      {"GRAPH_COMPUTE unknown op", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.op = 200; }))); }},
+      {"GRAPH_COMPUTE unsupported op (ADD_ID)", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.op = 3; }))); }},
+      {"GRAPH_COMPUTE unary op 99", [](const Scene& s) {
+         return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.op = 91; t.op_params[0] = 99; t.src[1] = 0; })));
+       }},
+      {"GRAPH_COMPUTE RMS_NORM eps negative", [](const Scene& s) {
+         return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) {
+                        const float eps = -1.0f;
+                        t.op = 25;
+                        std::memcpy(&t.op_params[0], &eps, 4);
+                        t.src[1] = 0;
+                      })));
+       }},
+      {"GRAPH_COMPUTE ADD with a stray op_param", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.op_params[5] = 1; }))); }},
+      {"GRAPH_COMPUTE source not in the payload", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.src[1] = 4242; }))); }},
+      {"GRAPH_COMPUTE a cycle", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [&](GgmlTensor& t) { t.src[1] = t.id; }))); }},
+      {"GRAPH_COMPUTE retired type 4", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.type = 4; }))); }},
+      {"GRAPH_COMPUTE shape that does not fit", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.ne[0] = 8; t.nb[1] = t.nb[2] = t.nb[3] = 32; }))); }},
+      {"GRAPH_COMPUTE nb[0] of 3", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.nb[0] = 3; }))); }},
+      {"GRAPH_COMPUTE unknown flags", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.flags = 1 << 9; }))); }},
+      {"GRAPH_COMPUTE node data outside the buffer", [](const Scene& s) {
+         return Frame(kGraphCompute, s.Graph(With(s.node, [&](GgmlTensor& t) { t.data = s.a.base + kBufferBytes - 4; })));
+       }},
+      {"GRAPH_COMPUTE leaf without data", [](const Scene& s) {
+         GgmlTensor leaf = s.leaf;
+         leaf.buffer = leaf.data = 0;
+         return Frame(kGraphCompute, GraphPayload(0, {s.node.id}, {leaf, s.node}));
+       }},
+      {"GRAPH_COMPUTE data without a buffer", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(With(s.node, [](GgmlTensor& t) { t.buffer = 0; }))); }},
+      {"GRAPH_COMPUTE view past its source", [](const Scene& s) {
+         GgmlTensor view = Contiguous(3, 0, 4, {16}, s.a.remote_ptr, s.leaf.data + 32);
+         view.op = 37;  // VIEW
+         view.src[0] = view.view_src = s.leaf.id;
+         view.view_offs = view.op_params[0] = 32;
+         return Frame(kGraphCompute, GraphPayload(0, {3}, {s.leaf, view}));
+       }},
+      {"GRAPH_COMPUTE view at another address", [](const Scene& s) {
+         GgmlTensor view = Contiguous(3, 0, 4, {8}, s.a.remote_ptr, s.leaf.data + 4096);
+         view.op = 37;
+         view.src[0] = view.view_src = s.leaf.id;
+         view.view_offs = view.op_params[0] = 0;
+         return Frame(kGraphCompute, GraphPayload(0, {3}, {s.leaf, view}));
+       }},
+  };
+  return *table;
+}
+
+// Each malformed request gets the connection closed (the protocol's failure
+// reply); another connection is served all along, and its data stays.
+TEST_F(GgmlRpcTest, MalformedRequestsCloseOnlyTheirConnection) {
+  ASSERT_GE(MalformedTable().size(), 40u);
+  auto witness = Connect();
+  ASSERT_NE(witness, nullptr);
+  auto wa = witness->Alloc(0, 64);
+  ASSERT_TRUE(wa.ok());
+  const std::vector<uint8_t> mine(64, 42);
+  ASSERT_TRUE(witness->SetTensor(Bytes(*wa, 0, 64), 0, mine.data(), 64).ok());
+  for (const Malformed& m : MalformedTable()) {
+    SCOPED_TRACE(m.name);
+    auto c = m.hello ? GgmlRpcClient::Connect(daemon_->ggml_rpc_port())
+                     : GgmlRpcClient::ConnectRaw(daemon_->ggml_rpc_port());
+    ASSERT_TRUE(c.ok()) << c.status();
+    Scene scene;
+    if (m.hello) {
+      auto a = (*c)->Alloc(0, kBufferBytes);
+      ASSERT_TRUE(a.ok() && a->remote_ptr != 0);
+      scene.a = *a;
+      // A valid graph first, so that a bad one is refused on its own.
+      scene.leaf = Contiguous(1, 0, 4, {16}, a->remote_ptr, a->base);
+      scene.node = Contiguous(2, 0, 4, {16}, a->remote_ptr, a->base + 256);
+      scene.node.op = 2;  // ADD
+      scene.node.src[0] = scene.node.src[1] = 1;
+      if (m.graph_first) {
+        ASSERT_TRUE((*c)->Send(kGraphCompute, scene.Graph()).ok());
+      }
+      ASSERT_EQ(*(*c)->DeviceCount(), 1u);
+    }
+    const std::vector<uint8_t> bytes = m.bytes(scene);
+    (void)(*c)->SendRaw(bytes.data(), bytes.size());
+    EXPECT_TRUE((*c)->ClosedByServer());
+    EXPECT_EQ(*witness->GetTensor(Bytes(*wa, 0, 64), 0, 64), mine);
+  }
+}
+
 // A listen address beyond loopback needs --insecure.
 TEST(GgmlRpcExposureTest, RefusesNonLoopbackWithoutInsecure) {
   auto daemon = DaemonProcess::Start(
