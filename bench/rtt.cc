@@ -4,7 +4,13 @@
 // ping-pong over 127.0.0.1 and the floor of any gRPC round trip (a 64-byte
 // echo on an open stream, bench/grpc_echo.h) in the same run.
 //
-//   bazel run -c opt //bench:rtt [-- --n=N --target=HOST:PORT]
+// With a ggml-rpc listener (the in-process daemon's, or --ggml_rpc_port of
+// --target's host), llama.cpp's reused-graph round trip (GRAPH_RECOMPUTE
+// of a 1-op graph + a 64-byte GET_TENSOR) against a plain TCP_NODELAY
+// ping-pong of 64 bytes (bench/tcp_ping_pong.h) in the same run.
+//
+//   bazel run -c opt //bench:rtt [-- --n=N --target=HOST:PORT
+//                                    --ggml_rpc_port=PORT]
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/bench_daemon.h"
+#include "bench/ggml_rpc_bench.h"
+#include "bench/tcp_ping_pong.h"
 #include "bench/grpc_echo.h"
 #include "bench/loopback.h"
 #include "client/client.h"
@@ -57,7 +65,30 @@ absl::StatusOr<Row> Measure(const std::string& name, int n,
   return Row{name, Percentile(us, 0.5), Percentile(us, 0.99)};
 }
 
-absl::Status Main(int n, const std::string& target_flag) {
+// The ggml-rpc row and its plain TCP ping-pong, each median over the
+// other's.
+absl::Status PrintGgmlRpc(int port, int n) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> rpc, GgmlRpcRecompute(port, n));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> tcp, TcpPingPong(64, n));
+  for (double& s : rpc) s *= 1e6;
+  for (double& s : tcp) s *= 1e6;
+  const Row rows[] = {
+      {"ggml-rpc RECOMPUTE+GET 64B", Percentile(rpc, 0.5),
+       Percentile(rpc, 0.99)},
+      {"plain TCP ping-pong, 64 B", Percentile(tcp, 0.5),
+       Percentile(tcp, 0.99)},
+  };
+  absl::PrintF("\nggml-rpc on port %d, %d samples\n\n", port, n);
+  absl::PrintF("%-28s %12s %12s %14s\n", "case", "median us", "p99 us",
+               "median / plain");
+  for (const Row& row : rows) {
+    absl::PrintF("%-28s %12.1f %12.1f %14.2f\n", row.name, row.median_us,
+                 row.p99_us, row.median_us / rows[1].median_us);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Main(int n, const std::string& target_flag, int ggml_rpc_port) {
   TESSERA_ASSIGN_OR_RETURN(BenchDaemon daemon, StartBenchDaemon(target_flag));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> client,
                            client::Client::Connect(daemon.target));
@@ -133,6 +164,8 @@ absl::Status Main(int n, const std::string& target_flag) {
   }
   absl::PrintF("%-28s %12.1f %12.1f %14.2f\n", ping.name, ping.median_us,
                ping.p99_us, 1.0);
+  if (ggml_rpc_port == 0) ggml_rpc_port = daemon.ggml_rpc_port;
+  if (ggml_rpc_port != 0) return PrintGgmlRpc(ggml_rpc_port, n);
   return absl::OkStatus();
 }
 
@@ -144,18 +177,23 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   int n = 2000;
   std::string target;
+  int ggml_rpc_port = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--n=", 0) == 0) {
       n = std::max(10, std::atoi(arg.c_str() + 4));
     } else if (arg.rfind("--target=", 0) == 0) {
       target = arg.substr(9);
+    } else if (arg.rfind("--ggml_rpc_port=", 0) == 0) {
+      ggml_rpc_port = std::atoi(arg.c_str() + 16);
     } else {
-      absl::FPrintF(stderr, "usage: rtt [--n=N] [--target=HOST:PORT]\n");
+      absl::FPrintF(stderr,
+                    "usage: rtt [--n=N] [--target=HOST:PORT] "
+                    "[--ggml_rpc_port=PORT]\n");
       return 2;
     }
   }
-  if (absl::Status s = tessera::bench::Main(n, target); !s.ok()) {
+  if (absl::Status s = tessera::bench::Main(n, target, ggml_rpc_port); !s.ok()) {
     absl::FPrintF(stderr, "rtt: %s\n", s.ToString());
     return 1;
   }

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,22 +18,44 @@ namespace tessera::server::ggml_rpc {
 
 Socket::~Socket() { close(fd_); }
 
-absl::Status Socket::Read(void* data, size_t size) {
-  char* p = static_cast<char*>(data);
+absl::Status Socket::Receive(char* data, size_t min, size_t max,
+                             size_t wanted) {
   size_t done = 0;
-  while (done < size) {
-    const ssize_t n = recv(fd_, p + done, size - done, 0);
+  while (done < min) {
+    const ssize_t n = recv(fd_, data + done, max - done, 0);
     if (n > 0) {
       done += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
       return absl::UnavailableError(
-          absl::StrCat("connection closed with ", size - done, " of ", size,
+          absl::StrCat("connection closed with ", min - done, " of ", wanted,
                        " bytes still to read",
                        n < 0 ? absl::StrCat(" (", strerror(errno), ")") : ""));
     }
   }
+  if (data == ahead_.data()) ahead_end_ = done;
+  return absl::OkStatus();
+}
+
+// 1. Take what the read-ahead holds.
+// 2. A rest smaller than the read-ahead refills it (reading as much as has
+//    arrived); a larger rest is read into `data` directly.
+absl::Status Socket::Read(void* data, size_t size) {
+  char* p = static_cast<char*>(data);
+  const size_t buffered = std::min(size, ahead_end_ - ahead_begin_);
+  std::memcpy(p, ahead_.data() + ahead_begin_, buffered);
+  ahead_begin_ += buffered;
+  const size_t rest = size - buffered;
+  if (rest == 0) return absl::OkStatus();
+  if (rest >= ahead_.size()) return Receive(p + buffered, rest, rest, size);
+  ahead_begin_ = ahead_end_ = 0;
+  if (absl::Status s = Receive(ahead_.data(), rest, ahead_.size(), size);
+      !s.ok()) {
+    return s;
+  }
+  std::memcpy(p + buffered, ahead_.data(), rest);
+  ahead_begin_ = rest;
   return absl::OkStatus();
 }
 

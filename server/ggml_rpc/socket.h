@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -11,8 +12,11 @@
 namespace tessera::server::ggml_rpc {
 
 // A connected TCP socket (owned; closed on destruction) with whole-message
-// reads and writes. Reads and writes block; Shutdown from another thread
-// ends them with an error. Thread-compatible, except Shutdown.
+// reads and writes. Small reads are served from a read-ahead buffer (a
+// request's command, size and fixed fields take one system call, not one
+// each); large ones go straight into the caller's memory. Reads and writes
+// block; Shutdown from another thread ends them with an error.
+// Thread-compatible, except Shutdown.
 class Socket {
  public:
   explicit Socket(int fd) : fd_(fd) {}
@@ -35,7 +39,14 @@ class Socket {
   std::string Peer() const;
 
  private:
+  // Reads at least `min` and at most `max` bytes into `data`.
+  absl::Status Receive(char* data, size_t min, size_t max, size_t wanted);
+
   const int fd_;
+  // Read-ahead: bytes [ahead_begin_, ahead_end_) of ahead_ are unread.
+  std::vector<char> ahead_ = std::vector<char>(size_t{64} << 10);
+  size_t ahead_begin_ = 0;
+  size_t ahead_end_ = 0;
 };
 
 // Listens on `host_port` ("127.0.0.1:0" picks a port). Returns the listening
