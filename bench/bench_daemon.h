@@ -15,6 +15,8 @@ namespace tessera::bench {
 struct BenchDaemon {
   std::unique_ptr<server::Daemon> daemon;  // null for a given target
   std::string target;
+  // The in-process daemon's ggml-rpc port; 0 for a given target.
+  int ggml_rpc_port = 0;
   // What the table header names.
   std::string Describe() const;
 };

@@ -4,10 +4,14 @@
 // over TCP and over a Unix socket; 100-op executions one at a time and 8 in
 // flight on one stream; and in the same run the floor of any gRPC round
 // trip (a 64-byte echo on an open stream, bench/grpc_echo.h) and a 64-byte
-// TCP ping-pong between two threads. Ends with the targets as ratios.
+// TCP ping-pong between two threads. With a ggml-rpc listener (the TCP
+// daemon's, or --ggml_rpc_port of --target's host), llama.cpp's reused-graph
+// round trip: GRAPH_RECOMPUTE of a 1-op graph + a 64-byte GET_TENSOR. Ends
+// with the targets as ratios.
 //
 //   bazel run -c opt //bench:rtt [-- --n=N --target=HOST:PORT
-//                                    --unix_target=unix:PATH]
+//                                    --unix_target=unix:PATH
+//                                    --ggml_rpc_port=PORT]
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/ggml_rpc_bench.h"
 #include "bench/grpc_echo.h"
 #include "bench/loopback.h"
 #include "client/client.h"
@@ -108,15 +113,19 @@ absl::StatusOr<double> Throughput(client::RemoteGraph& graph,
 }
 
 absl::Status Main(int n, const std::string& tcp_target,
-                  const std::string& unix_target) {
+                  const std::string& unix_target, int ggml_rpc_port) {
   // The daemons, each a process of its own unless given.
   const std::vector<std::string> flags = {"--devices=cpu", "--threads=1",
                                           "--log_level=warn"};
   std::unique_ptr<testing::DaemonProcess> tcp_daemon, unix_daemon;
   std::string tcp = tcp_target, unix = unix_target;
   if (tcp.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(tcp_daemon, testing::DaemonProcess::Start(flags));
+    std::vector<std::string> tcp_flags = flags;
+    tcp_flags.push_back("--ggml_rpc_listen=127.0.0.1:0");
+    TESSERA_ASSIGN_OR_RETURN(tcp_daemon,
+                             testing::DaemonProcess::Start(tcp_flags));
     tcp = tcp_daemon->address();
+    ggml_rpc_port = tcp_daemon->ggml_rpc_port();
   }
   if (unix.empty() && tcp_target.empty()) {
     TESSERA_ASSIGN_OR_RETURN(
@@ -202,8 +211,18 @@ absl::Status Main(int n, const std::string& tcp_target,
   TESSERA_ASSIGN_OR_RETURN(std::vector<double> pings,
                            loopback->PingPong(64, n));
   for (double& s : pings) s *= 1e6;
-  rows.push_back(Row{"TCP ping-pong, 64 B", Percentile(pings, 0.5),
-                     Percentile(pings, 0.99)});
+  const Row ping{"TCP ping-pong, 64 B", Percentile(pings, 0.5),
+                 Percentile(pings, 0.99)};
+  rows.push_back(ping);
+  Row recompute;
+  if (ggml_rpc_port != 0) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<double> rpc,
+                             GgmlRpcRecompute(ggml_rpc_port, n));
+    for (double& s : rpc) s *= 1e6;
+    recompute = Row{"ggml-rpc RECOMPUTE + GET 64 B", Percentile(rpc, 0.5),
+                    Percentile(rpc, 0.99)};
+    rows.push_back(recompute);
+  }
 
   absl::PrintF("round trips of 64 bytes, %d samples (Compute: %d); daemons: "
                "%s%s%s\n\n",
@@ -224,6 +243,11 @@ absl::Status Main(int n, const std::string& tcp_target,
                absl::StrFormat("100-op: 8 in flight %.0f/s / 1 at a time %.0f/s",
                                eight_in_flight, one_at_a_time),
                eight_in_flight / one_at_a_time, ">= 3");
+  if (ggml_rpc_port != 0) {
+    absl::PrintF("%-54s %8.2f %8s\n",
+                 "ggml-rpc RECOMPUTE+GET median / TCP ping-pong median",
+                 recompute.median_us / ping.median_us, "<= 2");
+  }
   return absl::OkStatus();
 }
 
@@ -235,6 +259,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   int n = 2000;
   std::string target, unix_target;
+  int ggml_rpc_port = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--n=", 0) == 0) {
@@ -243,14 +268,17 @@ int main(int argc, char** argv) {
       target = arg.substr(9);
     } else if (arg.rfind("--unix_target=", 0) == 0) {
       unix_target = arg.substr(14);
+    } else if (arg.rfind("--ggml_rpc_port=", 0) == 0) {
+      ggml_rpc_port = std::atoi(arg.c_str() + 16);
     } else {
       absl::FPrintF(stderr,
                     "usage: rtt [--n=N] [--target=HOST:PORT] "
-                    "[--unix_target=unix:PATH]\n");
+                    "[--unix_target=unix:PATH] [--ggml_rpc_port=PORT]\n");
       return 2;
     }
   }
-  if (absl::Status s = tessera::bench::Main(n, target, unix_target);
+  if (absl::Status s = tessera::bench::Main(n, target, unix_target,
+                                                 ggml_rpc_port);
       !s.ok()) {
     absl::FPrintF(stderr, "rtt: %s\n", s.ToString());
     return 1;

@@ -4,7 +4,12 @@
 // of the same size (bench/loopback.h), and each tessera run is paired with
 // a raw run right after it.
 //
-//   bazel run -c opt //bench:transfer [-- --reps=N --target=HOST:PORT]
+// With a ggml-rpc listener (the in-process daemon's, or --ggml_rpc_port of
+// --target's host), the same through SET_TENSOR and GET_TENSOR, paired with
+// raw runs the same way.
+//
+//   bazel run -c opt //bench:transfer [-- --reps=N --target=HOST:PORT
+//                                         --ggml_rpc_port=PORT]
 //
 // Without --target the daemon is served in-process on an ephemeral port
 // (cpu devices), so the bytes still cross a loopback TCP connection.
@@ -21,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/bench_daemon.h"
+#include "bench/ggml_rpc_bench.h"
 #include "bench/loopback.h"
 #include "client/client.h"
 #include "base/status_macros.h"
@@ -36,6 +42,7 @@ constexpr size_t kPiece = size_t{8} << 20;
 struct Flags {
   int reps = 5;
   std::string target;
+  int ggml_rpc_port = 0;
 };
 
 double Since(std::chrono::steady_clock::time_point start) {
@@ -109,11 +116,33 @@ absl::Status Main(const Flags& flags) {
       device, daemon.Describe(), flags.reps);
   absl::PrintF("%-22s %12s %12s %10s %12s\n", "case", "tessera GB/s",
                "raw TCP GB/s", "best/best", "median pair");
+  std::unique_ptr<GgmlRpcTransfer> ggml;
+  const int ggml_port =
+      flags.ggml_rpc_port != 0 ? flags.ggml_rpc_port : daemon.ggml_rpc_port;
+  if (ggml_port != 0) {
+    TESSERA_ASSIGN_OR_RETURN(ggml, GgmlRpcTransfer::Open(ggml_port, kTotal));
+  }
+  std::vector<char> ggml_back(ggml != nullptr ? kTotal : 0);
+  auto ggml_transfer = [&](bool upload,
+                           size_t piece) -> absl::StatusOr<double> {
+    double total = 0;
+    for (size_t off = 0; off < kTotal; off += piece) {
+      TESSERA_ASSIGN_OR_RETURN(
+          double t, upload ? ggml->Upload(host.data() + off, off, piece)
+                           : ggml->Download(ggml_back.data() + off, off, piece));
+      total += t;
+    }
+    return total;
+  };
+  for (bool ggml_rpc : {false, true}) {
+  if (ggml_rpc && ggml == nullptr) break;
   for (bool upload : {true, false}) {
     for (size_t piece : {kTotal, kPiece}) {
       Pairs pairs;
       for (int r = 0; r < flags.reps; ++r) {
-        TESSERA_ASSIGN_OR_RETURN(double t, transfer(upload, piece));
+        TESSERA_ASSIGN_OR_RETURN(double t, ggml_rpc
+                                               ? ggml_transfer(upload, piece)
+                                               : transfer(upload, piece));
         TESSERA_ASSIGN_OR_RETURN(double w, raw(upload, piece));
         pairs.tessera.push_back(t);
         pairs.raw.push_back(w);
@@ -121,15 +150,19 @@ absl::Status Main(const Flags& flags) {
       const double t = Pairs::Best(pairs.tessera);
       const double w = Pairs::Best(pairs.raw);
       const std::string name =
-          absl::StrCat(upload ? "upload " : "download ",
+          absl::StrCat(ggml_rpc ? "ggml-rpc " : "",
+                       upload ? "upload " : "download ",
                        piece == kTotal ? "1 x 256 MiB" : "32 x 8 MiB");
       absl::PrintF("%-22s %12.2f %12.2f %10.2f %12.2f\n", name,
                    kTotal / t / 1e9, kTotal / w / 1e9, w / t,
                    pairs.MedianRatio());
     }
   }
+  }
   if (std::memcmp(host.data(), back.data(), kTotal) != 0 ||
-      std::memcmp(host.data(), raw_back.data(), kTotal) != 0) {
+      std::memcmp(host.data(), raw_back.data(), kTotal) != 0 ||
+      (ggml != nullptr &&
+       std::memcmp(host.data(), ggml_back.data(), kTotal) != 0)) {
     return absl::DataLossError("downloaded bytes differ from the upload");
   }
   absl::PrintF("\ndownloaded bytes equal the upload\n");
@@ -149,8 +182,11 @@ int main(int argc, char** argv) {
       flags.reps = std::max(1, std::atoi(arg.c_str() + 7));
     } else if (arg.rfind("--target=", 0) == 0) {
       flags.target = arg.substr(9);
+    } else if (arg.rfind("--ggml_rpc_port=", 0) == 0) {
+      flags.ggml_rpc_port = std::atoi(arg.c_str() + 16);
     } else {
-      absl::FPrintF(stderr, "usage: transfer [--reps=N] [--target=HOST:PORT]\n");
+      absl::FPrintF(stderr, "usage: transfer [--reps=N] [--target=HOST:PORT] "
+                    "[--ggml_rpc_port=PORT]\n");
       return 2;
     }
   }

@@ -321,11 +321,13 @@ absl::Status NodeChecker::SetRows() const {
   TESSERA_RETURN_IF_ERROR(Operand(node_.src[1], "c"));
   const Tensor& b = *node_.src[0];
   const Tensor& c = *node_.src[1];
-  TESSERA_RETURN_IF_ERROR(TypeIs(b, "b", Type::kF32));
-  TESSERA_RETURN_IF_ERROR(TypeIs(c, "c", Type::kI32));
-  if (node_.type == Type::kI32) {
+  TESSERA_RETURN_IF_ERROR(IsF32OrF16(b, "b"));
+  if (c.type != Type::kI32 && c.type != Type::kI64) {
+    return Invalid("c ", Describe(c), " must be i32 or i64");
+  }
+  if (node_.type == Type::kI32 || node_.type == Type::kI64) {
     return Invalid("dst ", Describe(node_),
-                   " must be f32, f16, bf16, q8_0 or q4_0");
+                   " must be f32, f16, bf16 or quantized");
   }
   if (node_.ne[0] != b.ne[0] || node_.ne[2] != b.ne[2] ||
       node_.ne[3] != b.ne[3]) {

@@ -81,7 +81,9 @@ bool OpHasTypes(const Tensor& node) {
              t == (a->type == Type::kI32 ? Type::kI32 : Type::kF32);
     case Op::kSetRows:
       // src = {rows, indices}; the node is a view of the destination.
-      return Is(a, Type::kF32) && Is(b, Type::kI32) && t != Type::kI32;
+      return (Is(a, Type::kF32) || Is(a, Type::kF16)) &&
+             (Is(b, Type::kI32) || Is(b, Type::kI64)) && t != Type::kI32 &&
+             t != Type::kI64;
     case Op::kSoftMax:
       return Is(a, Type::kF32) && t == Type::kF32 &&
              AbsentOr(b, Type::kF32, Type::kF16);

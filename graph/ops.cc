@@ -390,11 +390,16 @@ absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* a, Tensor* b, Tensor* c) {
   if (auto s = CheckInput(kOp, "a", a); !s.ok()) return s;
   if (auto s = CheckInput(kOp, "b", b); !s.ok()) return s;
   if (auto s = CheckInput(kOp, "c", c); !s.ok()) return s;
-  if (a->type == Type::kI32) {
-    return Error(kOp, "a must be f32, f16, bf16, q8_0 or q4_0, got i32");
+  if (a->type == Type::kI32 || a->type == Type::kI64) {
+    return Error(kOp, "a must be f32, f16, bf16 or quantized, got ",
+                 TypeStr(a->type));
   }
-  if (auto s = CheckType(kOp, "b", *b, Type::kF32); !s.ok()) return s;
-  if (auto s = CheckType(kOp, "c", *c, Type::kI32); !s.ok()) return s;
+  if (b->type != Type::kF32 && b->type != Type::kF16) {
+    return Error(kOp, "b must be f32 or f16, got ", TypeStr(b->type));
+  }
+  if (c->type != Type::kI32 && c->type != Type::kI64) {
+    return Error(kOp, "indices c must be i32 or i64, got ", TypeStr(c->type));
+  }
   if (a->ne[0] != b->ne[0] || a->ne[2] != b->ne[2] || a->ne[3] != b->ne[3]) {
     return Error(kOp, "b ", Shape(*b), " must be [", a->ne[0], ", n, ",
                  a->ne[2], ", ", a->ne[3], "] for a ", Shape(*a));
@@ -571,11 +576,6 @@ absl::StatusOr<Tensor*> Rope(Context& ctx, Tensor* a, Tensor* pos,
     return Error(kOp, "a must be f32 or f16, got ", TypeStr(a->type));
   }
   if (auto s = CheckType(kOp, "pos", *pos, Type::kI32); !s.ok()) return s;
-  if (a->ne[3] != 1) {
-    return Error(kOp, "a ", Shape(*a),
-                 " must be [head_dim, n_head, "
-                 "n_tokens, 1]");
-  }
   if (pos->ne[0] != a->ne[2] || pos->ne[1] != 1 || pos->ne[2] != 1 ||
       pos->ne[3] != 1) {
     return Error(kOp, "pos ", Shape(*pos), " must be [", a->ne[2],

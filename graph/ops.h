@@ -46,7 +46,8 @@ absl::StatusOr<Tensor*> Log(Context& ctx, Tensor* a);
 // SUM_ROWS, MEAN: a F32 [n0, n1, n2, n3] -> F32 [1, n1, n2, n3].
 absl::StatusOr<Tensor*> SumRows(Context& ctx, Tensor* a);
 absl::StatusOr<Tensor*> Mean(Context& ctx, Tensor* a);
-// ARGMAX: a F32 matrix [n0, n1] -> I32 [n1], index of the first maximum.
+// ARGMAX: a F32 matrix [n0, n1] -> I32 [n1], index of the last maximum (as
+// ggml's CPU backend; NaNs never win, a row of NaNs gives 0).
 absl::StatusOr<Tensor*> Argmax(Context& ctx, Tensor* a);
 
 // UNARY: elementwise op; a Float; result a's type. op_params: [0] UnaryOp.
@@ -77,9 +78,10 @@ absl::StatusOr<Tensor*> MulMat(Context& ctx, Tensor* a, Tensor* b);
 // [n0, n, a2, a3], F32 (I32 if a is I32). Out-of-range indices are an
 // error at compute time.
 absl::StatusOr<Tensor*> GetRows(Context& ctx, Tensor* a, Tensor* b);
-// SET_ROWS: writes the rows of `b` (F32 [n0, n, b2, b3]) into `a` (F32,
-// F16, BF16 or a quantized type [n0, r, b2, b3]) at the I32 indices `c` [n, c1,
-// c2] (b2 % c1 == 0, b3 % c2 == 0). Returns a view of `a`; src = {b, c}.
+// SET_ROWS: writes the rows of `b` (F32 or F16 [n0, n, b2, b3]) into `a`
+// (F32, F16, BF16 or a quantized type [n0, r, b2, b3]) at the I32 or I64
+// indices `c` [n, c1, c2] (b2 % c1 == 0, b3 % c2 == 0). Returns a view of
+// `a`; src = {b, c}.
 absl::StatusOr<Tensor*> SetRows(Context& ctx, Tensor* a, Tensor* b,
                                 Tensor* c);
 
@@ -109,7 +111,7 @@ absl::StatusOr<Tensor*> SoftMax(Context& ctx, Tensor* a, Tensor* mask,
                                 float scale, float max_bias);
 
 // ROPE: rotary position embedding. a F32 or F16 [head_dim, n_head, n_tokens,
-// 1]; pos I32 [n_tokens]. The first n_dims (even, <= head_dim) values of each
+// n3]; pos I32 [n_tokens], the same for every index of dim 3. The first n_dims (even, <= head_dim) values of each
 // row rotate; mode kRopeNormal pairs (2i, 2i+1), kRopeNeox pairs (i, i +
 // n_dims/2). theta_i = pos * freq_scale * base^(-2i/n_dims), with YaRN
 // extrapolation mixing when ext_factor != 0 (ggml's rope_yarn).

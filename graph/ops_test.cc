@@ -400,6 +400,25 @@ TEST(OpsTest, RopeStoresGgmlParamLayout) {
   EXPECT_EQ(r->src[2], nullptr);
 }
 
+TEST(OpsTest, SetRowsTakesF16RowsAndI64Indices) {
+  Context ctx;
+  Tensor* a = New(ctx, Type::kF16, {8, 10});
+  BUILD(r, SetRows(ctx, a, New(ctx, Type::kF16, {8, 4}),
+                   New(ctx, Type::kI64, {4})));
+  EXPECT_EQ(r->op, Op::kSetRows);
+  EXPECT_TRUE(ValidateNode(*r).ok());
+}
+
+TEST(OpsTest, RopeTakesABatchDimension) {
+  Context ctx;
+  RopeParams p;
+  p.n_dims = 8;
+  BUILD(r, Rope(ctx, New(ctx, Type::kF32, {8, 2, 3, 5}),
+                New(ctx, Type::kI32, {3}), p));
+  EXPECT_EQ(r->ne[3], 5);
+  EXPECT_TRUE(ValidateNode(*r).ok());
+}
+
 TEST(OpsTest, RopeTakesFreqFactors) {
   Context ctx;
   Tensor* a = New(ctx, Type::kF32, {64, 8, 5});
@@ -577,8 +596,10 @@ TEST(OpsTest, RejectsBadInputsWithInvalidArgument) {
       {"set_rows i32 dst",
        [&](Context& c) { return SetRows(c, i32, f32, T(Type::kI32, {4})); },
        "[SetRows]"},
-      {"set_rows f16 src",
-       [&](Context& c) { return SetRows(c, f32, f16, T(Type::kI32, {4})); },
+      {"set_rows bf16 src",
+       [&](Context& c) {
+         return SetRows(c, f32, T(Type::kBF16, {8, 4}), T(Type::kI32, {4}));
+       },
        "[SetRows]"},
       {"set_rows index count",
        [&](Context& c) { return SetRows(c, f32, f32, idx); }, "[SetRows]"},

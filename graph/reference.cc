@@ -57,6 +57,11 @@ float LoadScalar(Type type, const void* p) {
       std::memcpy(&v, p, sizeof(v));
       return static_cast<float>(v);
     }
+    case Type::kI64: {
+      int64_t v;
+      std::memcpy(&v, p, sizeof(v));
+      return static_cast<float>(v);
+    }
     case Type::kQ8_0:
     case Type::kQ4_0:
     case Type::kQ4_K:
@@ -92,6 +97,17 @@ void StoreScalar(Type type, float v, void* p) {
         i = std::numeric_limits<int32_t>::min();
       } else {
         i = static_cast<int32_t>(v);
+      }
+      std::memcpy(p, &i, sizeof(i));
+      return;
+    }
+    case Type::kI64: {
+      // Row ids are stored only by copies; saturate as I32 does.
+      int64_t i = 0;
+      if (!std::isnan(v)) {
+        i = v >= 9.2233720368547758e18f ? std::numeric_limits<int64_t>::max()
+            : v < -9.2233720368547758e18f ? std::numeric_limits<int64_t>::min()
+                                          : static_cast<int64_t>(v);
       }
       std::memcpy(p, &i, sizeof(i));
       return;

@@ -131,7 +131,13 @@ absl::Status ComputeSetRows(Tensor& node, int ith, int nth) {
     const RowIndex s = RowAt(b, r);
     const int64_t c1 = s.i2 % c.ne[1];
     const int64_t c2 = s.i3 % c.ne[2];
-    const int32_t index = LoadI32(ElementPtr(c, s.i1, c1, c2, 0));
+    const void* at = ElementPtr(c, s.i1, c1, c2, 0);
+    int64_t index = 0;
+    if (c.type == Type::kI64) {
+      std::memcpy(&index, at, sizeof(index));
+    } else {
+      index = LoadI32(at);
+    }
     if (index < 0 || index >= node.ne[1]) {
       return Invalid(node, "row index ", index, " at c[", s.i1, ", ", c1, ", ",
                      c2, "] is out of range [0, ", node.ne[1], ")");

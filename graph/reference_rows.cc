@@ -44,8 +44,9 @@ absl::Status ComputeArgmax(Tensor& node, int ith, int nth) {
   const Tensor& a = *node.src[0];
   if (node.IsEmpty()) return absl::OkStatus();
 
-  // The first maximum, starting from -infinity: NaNs never win and a row of
-  // NaNs (or no values) gives 0, as in ggml.
+  // The last maximum, starting from -infinity: ties go to the later index
+  // as in ggml's CPU backend; NaNs never win and a row of NaNs (or no
+  // values) gives 0.
   const Range rows = PartRange(a.ne[1], ith, nth);
   std::vector<float> x;
   for (int64_t r = rows.begin; r < rows.end; ++r) {
@@ -53,7 +54,7 @@ absl::Status ComputeArgmax(Tensor& node, int ith, int nth) {
     float best = -std::numeric_limits<float>::infinity();
     int32_t index = 0;
     for (int64_t i = 0; i < a.ne[0]; ++i) {
-      if (x[i] > best) {
+      if (x[i] >= best) {
         best = x[i];
         index = static_cast<int32_t>(i);
       }

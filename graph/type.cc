@@ -19,6 +19,7 @@ constexpr TypeTraits kTraits[kTypeCount] = {
     {"q4_K", kQK_K, sizeof(BlockQ4_K), true},
     {"q5_K", kQK_K, sizeof(BlockQ5_K), true},
     {"q6_K", kQK_K, sizeof(BlockQ6_K), true},
+    {"i64", 1, sizeof(int64_t), false},
 };
 
 // Returned for out-of-range values so that describing a corrupt tensor never
@@ -209,6 +210,11 @@ void RowToFloat(Type type, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
       return;
     }
+    case Type::kI64: {
+      const int64_t* s = static_cast<const int64_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+      return;
+    }
     case Type::kQ8_0:
       DequantizeRowQ8_0(static_cast<const BlockQ8_0*>(src), dst, n);
       return;
@@ -245,6 +251,11 @@ void RowFromFloat(Type type, const float* src, void* dst, int64_t n) {
     case Type::kI32: {
       int32_t* d = static_cast<int32_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = static_cast<int32_t>(src[i]);
+      return;
+    }
+    case Type::kI64: {
+      int64_t* d = static_cast<int64_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<int64_t>(src[i]);
       return;
     }
     case Type::kQ8_0:

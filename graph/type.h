@@ -19,8 +19,9 @@ enum class Type : int32_t {
   kQ4_K = 6,  // block_q4_K: 144 bytes / 256
   kQ5_K = 7,  // block_q5_K: 176 bytes / 256
   kQ6_K = 8,  // block_q6_K: 210 bytes / 256
+  kI64 = 9,   // row ids (GET_ROWS, SET_ROWS), as llama.cpp sends them
 };
-inline constexpr int kTypeCount = 9;
+inline constexpr int kTypeCount = 10;
 
 struct TypeTraits {
   std::string_view name;
@@ -37,7 +38,7 @@ inline std::string_view TypeName(Type type) { return Traits(type).name; }
 // Bytes of `n` values of `type`; `n` must be a multiple of the block size.
 size_t RowSize(Type type, int64_t n);
 // Whether values of `type` convert to and from float (everything but I32
-// stored as float is lossy; I32 converts through static_cast).
+// and I64 stored as float is lossy; they convert through static_cast).
 inline bool IsFloatType(Type t) {
   return t == Type::kF32 || t == Type::kF16 || t == Type::kBF16;
 }

@@ -12,7 +12,7 @@ namespace {
 constexpr int64_t kQK_K = 256;
 
 // A new tessera Type needs its ggml id in the two mappings below.
-static_assert(kTypeCount == 9);
+static_assert(kTypeCount == 10);
 
 struct Entry {
   int32_t id;
@@ -97,6 +97,8 @@ absl::StatusOr<Type> TesseraTypeFromGgml(int32_t id) {
       return Type::kBF16;
     case kGgmlI32:
       return Type::kI32;
+    case kGgmlI64:
+      return Type::kI64;
     case kGgmlQ8_0:
       return Type::kQ8_0;
     case kGgmlQ4_0:
@@ -123,6 +125,8 @@ int32_t GgmlTypeFromTessera(Type type) {
       return kGgmlBF16;
     case Type::kI32:
       return kGgmlI32;
+    case Type::kI64:
+      return kGgmlI64;
     case Type::kQ8_0:
       return kGgmlQ8_0;
     case Type::kQ4_0:

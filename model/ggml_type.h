@@ -28,6 +28,7 @@ inline constexpr int32_t kGgmlQ4_K = 12;
 inline constexpr int32_t kGgmlQ5_K = 13;
 inline constexpr int32_t kGgmlQ6_K = 14;
 inline constexpr int32_t kGgmlI32 = 26;
+inline constexpr int32_t kGgmlI64 = 27;
 inline constexpr int32_t kGgmlBF16 = 30;
 
 // The layout of a ggml type: `block_size` values take `type_size` bytes.

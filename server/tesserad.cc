@@ -23,13 +23,16 @@
 namespace tessera::server {
 namespace {
 
-// Writes `port` to `path` atomically (a temporary file renamed), so a reader
+// Writes `port` (and on a second line the ggml-rpc port, when it listens)
+// to `path` atomically (a temporary file renamed), so a reader
 // never sees a partial number.
-absl::Status WritePortFile(const std::string& path, int port) {
+absl::Status WritePortFile(const std::string& path, int port,
+                           int ggml_rpc_port) {
   const std::string tmp = absl::StrCat(path, ".tmp");
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << port << "\n";
+    if (ggml_rpc_port != 0) out << ggml_rpc_port << "\n";
     if (!out.good()) {
       return absl::InternalError(absl::StrCat("cannot write ", tmp));
     }
@@ -49,7 +52,8 @@ int Run(const Config& config, const sigset_t& stop_signals) {
     return absl::IsUnavailable(daemon.status()) ? 1 : 2;
   }
   if (!config.port_file.empty()) {
-    if (absl::Status s = WritePortFile(config.port_file, (*daemon)->port());
+    if (absl::Status s = WritePortFile(config.port_file, (*daemon)->port(),
+                                     (*daemon)->ggml_rpc_port());
         !s.ok()) {
       spdlog::critical("{}", std::string(s.message()));
       return 1;

@@ -169,11 +169,16 @@ __global__ void QuantizeKernel(KTensor dst, KTensor src, int64_t total) {
   }
 }
 
-// The row index that GET_ROWS/SET_ROWS reads at idx[i0, i1, i2].
+// The row index that GET_ROWS/SET_ROWS reads at idx[i0, i1, i2] (I32 or
+// I64; an I64 beyond int32 becomes -1, out of range).
 __device__ __forceinline__ int32_t LoadIndex(const KTensor& idx, int64_t i0,
                                              int64_t i1, int64_t i2) {
-  return *reinterpret_cast<const int32_t*>(idx.data + i0 * idx.nb[0] +
-                                           i1 * idx.nb[1] + i2 * idx.nb[2]);
+  const char* p = idx.data + i0 * idx.nb[0] + i1 * idx.nb[1] + i2 * idx.nb[2];
+  if (idx.type == kI64) {
+    const int64_t v = *reinterpret_cast<const int64_t*>(p);
+    return v < INT32_MIN || v > INT32_MAX ? -1 : static_cast<int32_t>(v);
+  }
+  return *reinterpret_cast<const int32_t*>(p);
 }
 
 // dst row (i1, i2, i3) = a row (idx[i1, i2, i3], i2, i3), as F32 (bit copy

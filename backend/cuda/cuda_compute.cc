@@ -28,6 +28,7 @@ static_assert(static_cast<int32_t>(Type::kQ4_0) == cuda_kernels::kQ4_0);
 static_assert(static_cast<int32_t>(Type::kQ4_K) == cuda_kernels::kQ4_K);
 static_assert(static_cast<int32_t>(Type::kQ5_K) == cuda_kernels::kQ5_K);
 static_assert(static_cast<int32_t>(Type::kQ6_K) == cuda_kernels::kQ6_K);
+static_assert(static_cast<int32_t>(Type::kI64) == cuda_kernels::kI64);
 
 // Kernels index dimensions and rows with 32-bit integers.
 constexpr int64_t kIndexLimit = int64_t{1} << 31;

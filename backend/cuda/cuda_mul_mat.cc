@@ -68,6 +68,7 @@ Plan MakePlan(const Tensor& node) {
       break;
     case Type::kF32:
     case Type::kI32:
+    case Type::kI64:
       break;
   }
   const int64_t k = a.ne[0];

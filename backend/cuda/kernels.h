@@ -30,6 +30,7 @@ enum KType : int32_t {
   kQ4_K = 6,  // 256-value super-blocks (graph/kquant.h); read, not written
   kQ5_K = 7,
   kQ6_K = 8,
+  kI64 = 9,   // row ids of GET_ROWS and SET_ROWS
 };
 
 // A tensor as kernels see it: device address, type, shape, byte strides.

@@ -62,18 +62,18 @@ __global__ void NormKernel(bool rms, float eps, KTensor dst, KTensor a,
   }
 }
 
-// The better of two (value, index) candidates: the larger value, the lower
-// index on ties. Index INT_MAX stands for "no value above -infinity yet".
+// The better of two (value, index) candidates: the larger value, the higher
+// index on ties. Index -1 stands for "no value yet".
 __device__ __forceinline__ void ArgmaxMerge(float& best, int& index, float v,
                                             int i) {
-  if (v > best || (v == best && i < index)) {
+  if (v > best || (v == best && i > index)) {
     best = v;
     index = i;
   }
 }
 
-// The first maximum of each row, from -infinity: NaNs never win and a row
-// with no value above -infinity gives 0, as in the reference.
+// The last maximum of each row, from -infinity: NaNs never win and a row
+// of NaNs gives 0, as in the reference.
 __global__ void ArgmaxKernel(KTensor dst, KTensor a) {
   __shared__ float best_values[kWarpSize];
   __shared__ int best_indices[kWarpSize];
@@ -82,10 +82,10 @@ __global__ void ArgmaxKernel(KTensor dst, KTensor a) {
   for (int64_t r = blockIdx.x; r < a.ne[1]; r += gridDim.x) {
     const char* x = RowPtr(a, r, 0, 0);
     float best = -INFINITY;
-    int index = INT_MAX;
+    int index = -1;
     for (int64_t i = threadIdx.x; i < a.ne[0]; i += blockDim.x) {
       const float v = LoadF(a.type, x + i * a.nb[0]);
-      if (v > best) {
+      if (v >= best) {
         best = v;
         index = static_cast<int>(i);
       }
@@ -105,7 +105,7 @@ __global__ void ArgmaxKernel(KTensor dst, KTensor a) {
       for (int w = 1; w < blockDim.x / kWarpSize; ++w) {
         ArgmaxMerge(best, index, best_values[w], best_indices[w]);
       }
-      const int32_t result = index == INT_MAX ? 0 : index;
+      const int32_t result = index < 0 ? 0 : index;
       *reinterpret_cast<int32_t*>(dst.data + r * dst.nb[0]) = result;
     }
   }

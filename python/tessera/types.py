@@ -18,6 +18,7 @@ class Type(enum.IntEnum):
     Q4_K = 6  # 144 bytes / 256 values
     Q5_K = 7  # 176 bytes / 256 values
     Q6_K = 8  # 210 bytes / 256 values
+    I64 = 9  # row ids
 
 
 F32, F16, BF16, I32 = Type.F32, Type.F16, Type.BF16, Type.I32
@@ -35,6 +36,7 @@ _TRAITS = {
     Type.Q4_K: (256, 144, True),
     Type.Q5_K: (256, 176, True),
     Type.Q6_K: (256, 210, True),
+    Type.I64: (1, 8, False),
 }
 
 # numpy dtypes of the types numpy holds natively. The others (BF16 and the
@@ -44,6 +46,7 @@ _NUMPY = {
     Type.F32: np.dtype(np.float32),
     Type.F16: np.dtype(np.float16),
     Type.I32: np.dtype(np.int32),
+    Type.I64: np.dtype(np.int64),
 }
 
 

@@ -141,6 +141,26 @@ const Flag kFlags[] = {
        return absl::OkStatus();
      },
      [](const Config& c) { return c.metrics_listen; }},
+    {"ggml_rpc_listen", "HOST:PORT",
+     "also serve ggml's RPC protocol (llama.cpp --rpc) there; empty: off",
+     [](absl::string_view v, Config& c) {
+       if (!v.empty() && v.rfind(':') == absl::string_view::npos) {
+         return Bad("HOST:PORT");
+       }
+       c.ggml_rpc_listen = std::string(v);
+       return absl::OkStatus();
+     },
+     [](const Config& c) { return c.ggml_rpc_listen; }},
+    {"ggml_rpc_max_connections", "N",
+     "most ggml-rpc connections at once (one thread each)",
+     [](absl::string_view v, Config& c) {
+       absl::StatusOr<uint64_t> n = ParseCount(v, 4096);
+       if (!n.ok()) return n.status();
+       if (*n == 0) return Bad("at least 1");
+       c.ggml_rpc_max_connections = *n;
+       return absl::OkStatus();
+     },
+     [](const Config& c) { return absl::StrCat(c.ggml_rpc_max_connections); }},
     {"cache_memory", "BYTES",
      "memory for content kept by hash (WriteTensorByHash); 0: none",
      [](absl::string_view v, Config& c) {

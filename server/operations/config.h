@@ -60,13 +60,19 @@ struct Config {
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
   // When set, the bound port is written there once the server listens
-  // (useful with a listen port of 0).
+  // (useful with a listen port of 0), and the ggml-rpc port on a second
+  // line when that listens.
   std::string port_file;
   // Sessions with no request for this long are closed; zero: never.
   absl::Duration session_idle_timeout = absl::Minutes(10);
   // Where Prometheus metrics are served over HTTP (GET /metrics); empty:
   // nowhere.
   std::string metrics_listen;
+  // Where ggml's RPC protocol is served (server/ggml_rpc); empty: nowhere.
+  // It has no authentication: loopback only unless security.insecure.
+  std::string ggml_rpc_listen;
+  // Most ggml-rpc connections at once, each served by a thread.
+  size_t ggml_rpc_max_connections = 16;
   // Uploads that carry a content hash are kept for WriteTensorByHash: this
   // many bytes in memory, and every one in `cache_dir` when set.
   size_t cache_memory = size_t{2} << 30;

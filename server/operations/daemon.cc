@@ -12,6 +12,7 @@
 #include "base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "proto/ggml_rpc/protocol.h"
 #include "server/operations/transport_security.h"
 #include "spdlog/spdlog.h"
 
@@ -42,7 +43,8 @@ int CpuThreads(const Config& config) {
 }  // namespace
 
 Daemon::Daemon(const Config& config, int threads)
-    : metrics_(ServedMethods()),
+    : limits_(config.limits),
+      metrics_(ServedMethods()),
       calls_([this](absl::string_view method, grpc::StatusCode code,
                     absl::Duration duration) {
         metrics_.ObserveCall(method, code, duration);
@@ -123,6 +125,28 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const Config& config) {
                            [d] { return d->metrics_.Render(d->Gauges()); }));
     spdlog::info("metrics at http://{}/metrics", config.metrics_listen);
   }
+  if (!config.ggml_rpc_listen.empty()) {
+    TESSERA_RETURN_IF_ERROR(
+        CheckUnauthenticatedExposure(config.ggml_rpc_listen, config.security));
+    ggml_rpc::Listener::Options options;
+    options.listen = config.ggml_rpc_listen;
+    options.max_connections = config.ggml_rpc_max_connections;
+    if (!config.cache_dir.empty()) {
+      options.cache_dir = absl::StrCat(config.cache_dir, "/ggml-rpc");
+    }
+    TESSERA_ASSIGN_OR_RETURN(
+        daemon->ggml_rpc_,
+        ggml_rpc::Listener::Start(
+            options, ggml_rpc::Shared{daemon->registry_, daemon->sessions_,
+                                      daemon->in_flight_, daemon->metrics_,
+                                      daemon->limits_, nullptr}));
+    spdlog::info("ggml-rpc {}.{}.{} listening on {} (port {}), at most {} "
+                 "connections",
+                 ::tessera::ggml_rpc::kVersionMajor,
+                 ::tessera::ggml_rpc::kVersionMinor,
+                 ::tessera::ggml_rpc::kVersionPatch, config.ggml_rpc_listen,
+                 daemon->ggml_rpc_->port(), config.ggml_rpc_max_connections);
+  }
   daemon->sessions_.SetAdmission(SessionManager::Admission::kOpen);
   health->SetServingStatus(true);
   spdlog::info("serving");
@@ -158,6 +182,7 @@ void Daemon::Drain(absl::Duration timeout) {
 
 void Daemon::Shutdown(absl::Duration grace) {
   metrics_http_.reset();
+  ggml_rpc_.reset();
   if (server_ == nullptr) return;
   server_->Shutdown(std::chrono::system_clock::now() +
                     absl::ToChronoNanoseconds(grace));

@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "backend/registry.h"
 #include "grpcpp/grpcpp.h"
+#include "server/ggml_rpc/listener.h"
 #include "server/operations/call_tracker.h"
 #include "server/operations/config.h"
 #include "server/sessions/content_store.h"
@@ -38,9 +39,14 @@ class Daemon {
 
   // The bound port (useful with a listen port of 0).
   int port() const { return port_; }
+  // The ggml-rpc listener's bound port; 0 when it is off.
+  int ggml_rpc_port() const {
+    return ggml_rpc_ == nullptr ? 0 : ggml_rpc_->port();
+  }
   Metrics& metrics() { return metrics_; }
   // Refuses new calls, gives calls in flight up to `grace`, then frees every
-  // session.
+  // session. ggml-rpc connections are closed at once (the drain before
+  // has let their commands in flight finish).
   void Shutdown(absl::Duration grace);
   // A graceful stop: health turns NOT_SERVING, new sessions are refused,
   // the work in flight (server/rpc/in_flight.h) gets up to `timeout` to
@@ -51,6 +57,7 @@ class Daemon {
   Daemon(const Config& config, int threads);
   Metrics::Gauges Gauges() const;
 
+  const Limits limits_;
   Registry registry_;
   TokenAuth auth_;
   Metrics metrics_;
@@ -65,6 +72,8 @@ class Daemon {
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttp> metrics_http_;
+  // Declared after what its connections use, so destroyed first.
+  std::unique_ptr<ggml_rpc::Listener> ggml_rpc_;
   int port_ = 0;
 };
 

@@ -65,4 +65,14 @@ absl::Status CheckExposure(const std::string& listen,
       "--tls_key, or --token_file, or --insecure to listen anyway"));
 }
 
+absl::Status CheckUnauthenticatedExposure(const std::string& listen,
+                                          const Security& security) {
+  if (IsLoopback(listen) || security.insecure) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "refusing to serve ggml-rpc on ", listen,
+      " beyond loopback: the protocol has no authentication, so anyone who "
+      "reaches it could use and read this machine's devices. Give --insecure "
+      "to listen anyway"));
+}
+
 }  // namespace tessera::server

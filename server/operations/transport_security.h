@@ -31,6 +31,12 @@ bool IsLoopback(const std::string& listen);
 absl::Status CheckExposure(const std::string& listen,
                            const Security& security);
 
+// FAILED_PRECONDITION when `listen` (a protocol with no authentication,
+// such as ggml-rpc) reaches beyond loopback and `security.insecure` is not
+// set: TLS and tokens do not protect it.
+absl::Status CheckUnauthenticatedExposure(const std::string& listen,
+                                          const Security& security);
+
 }  // namespace tessera::server
 
 #endif  // TESSERA_SERVER_OPERATIONS_TRANSPORT_SECURITY_H_

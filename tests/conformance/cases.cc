@@ -60,6 +60,7 @@ constexpr Type kF32 = Type::kF32;
 constexpr Type kF16 = Type::kF16;
 constexpr Type kBF16 = Type::kBF16;
 constexpr Type kI32 = Type::kI32;
+constexpr Type kI64 = Type::kI64;
 constexpr Type kQ8_0 = Type::kQ8_0;
 constexpr Type kQ4_0 = Type::kQ4_0;
 constexpr Type kQ4_K = Type::kQ4_K;
@@ -506,6 +507,17 @@ void AddRowCases(CaseList& cases) {
     cases.Add("ARGMAX " + Operand(kF32, ne), kNmseF32,
               WithInput(kF32, ne, kC, Argmax));
   }
+  // Tied maxima: each row twice over, so its maximum appears at i and
+  // n0 + i; the later one wins, as in ggml's CPU backend.
+  for (const Shape& ne : {Shape{7, 5, 1, 1}, Shape{40, 3, 1, 1}}) {
+    cases.Add("ARGMAX ties " + Operand(kF32, ne) + " twice", kNmseF32,
+              WithInput(kF32, ne, kC,
+                        [](Context& c, Tensor* a) -> absl::StatusOr<Tensor*> {
+                          TESSERA_ASSIGN_OR_RETURN(Tensor * twice,
+                                                   Concat(c, a, a, 0));
+                          return Argmax(c, twice);
+                        }));
+  }
 
   const std::pair<Shape, Layout> sort_shapes[] = {
       {{16, 10, 1, 1}, kC}, {{67, 3, 2, 1}, kC}, {{1, 4, 1, 1}, kC},
@@ -676,13 +688,32 @@ void AddRowIndexCases(CaseList& cases) {
           });
     }
   }
+  // llama.cpp's KV cache writes: F16 rows, I64 indices.
+  for (Type t : {kF32, kF16, kQ8_0}) {
+    for (auto [bt, ct] : {std::pair{kF16, kI32}, {kF32, kI64}, {kF16, kI64}}) {
+      for (const SetVariant& v : {sets[0], sets[2]}) {
+        const Shape nb = {v.a[0], v.n, v.a[2], v.a[3]};
+        const Shape nc = {v.n, v.c1, v.c2, 1};
+        cases.Add(
+            absl::StrCat("SET_ROWS ", Operand(t, v.a), " from ",
+                         Operand(bt, nb, v.lb), " at ", Operand(ct, nc)),
+            std::max(NmseForType(t), NmseForType(bt)),
+            [t, bt, ct, v, nb, nc](Context& ctx) -> absl::StatusOr<Tensor*> {
+              TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(t, v.a));
+              TESSERA_ASSIGN_OR_RETURN(Tensor * b, Input(ctx, bt, nb, v.lb));
+              TESSERA_ASSIGN_OR_RETURN(Tensor * c, ctx.NewTensor(ct, nc));
+              return SetRows(ctx, a, b, c);
+            });
+      }
+    }
+  }
 }
 
 // ROPE normal and NeoX, full and partial rotation, YaRN, frequency factors.
 void AddRopeCases(CaseList& cases) {
   struct Variant {
     std::string name;
-    Shape ne;  // [head_dim, n_head, n_tokens, 1]
+    Shape ne;  // [head_dim, n_head, n_tokens, n3]
     Layout layout;
     RopeParams params;
   };
@@ -706,6 +737,7 @@ void AddRopeCases(CaseList& cases) {
       {"base 1e6 attn 0.5", {64, 3, 2, 1}, kC, base},
       {"n_dims 6", {10, 3, 7, 1}, kC, small},
       {"n_dims 64", {64, 4, 5, 1}, kS, full},
+      {"n_dims 64 ne3 3", {64, 4, 5, 3}, kC, full},
   };
   for (Type t : {kF32, kF16}) {
     for (int32_t mode : {kRopeNormal, kRopeNeox}) {

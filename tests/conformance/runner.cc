@@ -92,7 +92,7 @@ absl::Status CheckSameStructure(const OpCase& op_case, const Graph& a,
   return absl::OkStatus();
 }
 
-// How an I32 leaf is used, which decides its values.
+// How an I32 or I64 leaf is used, which decides its values.
 enum class IndexUse { kData, kGetRows, kSetRows, kPositions };
 
 IndexUse FindIndexUse(const Tensor& leaf, const Graph& graph, int64_t& n_rows) {
@@ -128,7 +128,7 @@ absl::StatusOr<std::vector<uint8_t>> LeafData(const OpCase& op_case,
   const int64_t n = leaf.NumElements();
   std::vector<uint8_t> bytes(leaf.NumBytes());
   if (n == 0) return bytes;
-  if (leaf.type == Type::kI32) {
+  if (leaf.type == Type::kI32 || leaf.type == Type::kI64) {
     std::vector<int32_t> values(n);
     int64_t n_rows = 0;
     switch (FindIndexUse(leaf, graph, n_rows)) {
@@ -166,7 +166,12 @@ absl::StatusOr<std::vector<uint8_t>> LeafData(const OpCase& op_case,
         break;
       }
     }
-    std::memcpy(bytes.data(), values.data(), bytes.size());
+    if (leaf.type == Type::kI64) {
+      const std::vector<int64_t> wide(values.begin(), values.end());
+      std::memcpy(bytes.data(), wide.data(), bytes.size());
+    } else {
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+    }
     return bytes;
   }
   std::uniform_real_distribution<float> dist(op_case.input_min,

@@ -31,10 +31,13 @@ std::string Env(const char* name) {
 }
 
 // Reads a whole number from `path`, or 0 while it is missing or partial.
-int ReadPort(const std::string& path) {
+// The port on line `line` (0 or 1) of the port file; 0 when absent.
+int ReadPort(const std::string& path, int line = 0) {
   std::ifstream in(path);
   int port = 0;
-  if (!(in >> port)) return 0;
+  for (int i = 0; i <= line; ++i) {
+    if (!(in >> port)) return 0;
+  }
   return port;
 }
 
@@ -143,6 +146,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
   daemon->address_ = listen == Listen::kTcp
                         ? absl::StrCat("127.0.0.1:", daemon->port_)
                         : socket;
+  daemon->ggml_rpc_port_ = ReadPort(port_file, 1);
   return daemon;
 }
 

@@ -46,6 +46,8 @@ class DaemonProcess {
   // "127.0.0.1:PORT" or "unix:PATH": a gRPC target.
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  // The ggml-rpc port (with --ggml_rpc_listen=127.0.0.1:0); 0 when off.
+  int ggml_rpc_port() const { return ggml_rpc_port_; }
   pid_t pid() const { return pid_; }
 
   // Sends `signal` to the daemon. Errors: FAILED_PRECONDITION once it has
@@ -64,6 +66,7 @@ class DaemonProcess {
   std::string dir_;  // holds the port file
   std::string address_;
   int port_ = 0;
+  int ggml_rpc_port_ = 0;
   bool exited_ = false;
   int wait_status_ = 0;
 };
