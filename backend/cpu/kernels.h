@@ -38,6 +38,52 @@ struct QuantMatMulArgs {
   int64_t dst_col_stride;  // floats between destination columns
 };
 
+// Most activation columns a float matrix-vector product takes at once.
+inline constexpr int64_t kMaxMatVecCols = 8;
+
+// A product of F32, F16 or BF16 weights (rows of k values) and at most
+// kMaxMatVecCols F32 activation columns of k values: for r < rows and
+// c < cols,
+//   dst[c * dst_col_stride + r] = dot(weight row r, x column c).
+// Weights are converted in registers and read once.
+struct FloatMatVecArgs {
+  const char* w;       // weight row 0
+  size_t w_row_bytes;  // bytes between weight rows
+  int64_t rows;
+  const float* x;        // column 0
+  int64_t x_col_stride;  // floats between columns
+  int64_t cols;          // 1..kMaxMatVecCols
+  int64_t k;
+  float* dst;
+  int64_t dst_col_stride;  // floats between destination columns
+};
+
+// One block of flash attention with online softmax: nq F32 query rows
+// against n F32 key and value rows. For each query i, with its running
+// maximum m[i], sum l[i] and output accumulator acc[i * dv, +dv):
+//   s_j = scale * dot(q_i, k_j), softcapped to softcap * tanh(s_j /
+//   softcap) when softcap != 0, plus bias[i * n + j] (bias may be null;
+//   -inf excludes key j);
+//   m' = max(m[i], max_j s_j); acc, l *= e^(m[i] - m'); then acc += e^(s_j -
+//   m') v_j and l += e^(s_j - m') over j; m[i] = m'.
+// Rows start at -inf, 0 and zeros; the output is acc / l (0 where l is 0).
+struct AttnBlockArgs {
+  const float* q;  // nq rows of d floats, contiguous
+  int64_t nq;
+  const float* k;  // n rows of d floats, contiguous
+  const float* v;  // n rows of dv floats, contiguous
+  const float* bias;
+  int64_t n;
+  int64_t d;
+  int64_t dv;
+  float scale;
+  float softcap;
+  float* scores;  // n floats of scratch
+  float* m;
+  float* l;
+  float* acc;
+};
+
 enum class BinaryKind { kAdd, kSub, kMul, kDiv };
 
 struct CpuKernels {
@@ -51,6 +97,11 @@ struct CpuKernels {
   void (*mul_mat_q4_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q5_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q6_k)(const QuantMatMulArgs& args);
+  // Float weights times few activation columns, by weight type.
+  void (*mat_vec_f32)(const FloatMatVecArgs& args);
+  void (*mat_vec_f16)(const FloatMatVecArgs& args);
+  void (*mat_vec_bf16)(const FloatMatVecArgs& args);
+  void (*attn_block)(const AttnBlockArgs& args);
   // Converts `n` F16 or BF16 values to F32.
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
   void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);

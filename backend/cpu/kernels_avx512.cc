@@ -170,6 +170,27 @@ __m256i KDot(__m256i w, __m256i q) {
 
 #include "backend/cpu/kernels_kquant_x86.inc"
 
+struct FloatVec {
+  using V = __m512;
+  static constexpr int kWidth = 16;
+  static constexpr int kMaxAcc = 16;
+  static V Zero() { return _mm512_setzero_ps(); }
+  static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static float Sum(V v) { return _mm512_reduce_add_ps(v); }
+  static V LoadF32(const float* p) { return _mm512_loadu_ps(p); }
+  static V LoadF16(const uint16_t* p) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static V LoadBF16(const uint16_t* p) {
+    const __m512i h = _mm512_cvtepu16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+};
+
+#include "backend/cpu/kernels_mat_vec_x86.inc"
+
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
 
@@ -183,6 +204,10 @@ const CpuKernels kKernels = {
     .mul_mat_q4_k = MulMatQ4K,
     .mul_mat_q5_k = MulMatQ5K,
     .mul_mat_q6_k = MulMatQ6K,
+    .mat_vec_f32 = MatVec<F32Weights>,
+    .mat_vec_f16 = MatVec<F16Weights>,
+    .mat_vec_bf16 = MatVec<BF16Weights>,
+    .attn_block = AttnBlockGeneric,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
     .binary = BinaryGeneric,
