@@ -9,9 +9,10 @@
 //  - "fma": the AVX-512 (else AVX2) FMA peak of the same threads, from a
 //    register-only microbenchmark (compute-bound rows);
 //  - "sgemm": OpenBLAS sgemm on the same shape, for comparison.
-// Every case is a graph computed through a CpuDevice stream. "ADD chain"
-// is a graph of 100 dependent f32[16] ADDs and reports microseconds per
-// node: the per-node overhead of the stream and its thread team.
+// Times are each case's fastest run. Every case is a graph computed
+// through a CpuDevice stream. "ADD chain" is a graph of 100 dependent
+// f32[16] ADDs and reports microseconds per node: the per-node overhead of
+// the stream and its thread team.
 //
 //   bazel run -c opt //bench:ops -- [--threads=N] [--simd=scalar|avx2|avx512]
 //                                   [--case=SUBSTRING]
@@ -23,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,20 +52,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Seconds per call of fn: one warm-up call, then calls until at least
-// `min_seconds` and 3 calls have passed.
+// Seconds of the fastest call of fn: one warm-up call, then calls until at
+// least `min_seconds` and 5 calls have passed. The fastest call, not the
+// mean, so that rows and their limits are compared at the least
+// interference from other work on a shared machine.
 template <typename Fn>
 double TimePerCall(Fn fn, double min_seconds = 0.5) {
   fn();
   int calls = 0;
   const auto start = Clock::now();
   double elapsed = 0;
+  double best = std::numeric_limits<double>::infinity();
   do {
+    const auto call_start = Clock::now();
     fn();
+    const auto call_end = Clock::now();
+    best = std::min(
+        best, std::chrono::duration<double>(call_end - call_start).count());
     ++calls;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (elapsed < min_seconds || calls < 3);
-  return elapsed / calls;
+    elapsed = std::chrono::duration<double>(call_end - start).count();
+  } while (elapsed < min_seconds || calls < 5);
+  return best;
 }
 
 // Deterministic values in [-1, 1).
