@@ -44,6 +44,12 @@ absl::Status CpuComputeNode(Tensor& node, const CpuComputeContext& ctx) {
     case Op::kDiv:
       done = TryBinary(node, ctx);
       break;
+    case Op::kUnary:
+      done = TryUnary(node, ctx);
+      break;
+    case Op::kGlu:
+      done = TryGlu(node, ctx);
+      break;
     case Op::kNorm:
     case Op::kRmsNorm:
       done = TryNorm(node, ctx);

@@ -86,6 +86,10 @@ struct AttnBlockArgs {
 
 enum class BinaryKind { kAdd, kSub, kMul, kDiv };
 
+// Activations: SiLU x / (1 + e^-x) and GELU in its tanh form
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+enum class ActKind { kSilu, kGelu };
+
 struct CpuKernels {
   SimdLevel level;
   // Quantizes `k` floats (k % 32 == 0) into one activation row.
@@ -108,6 +112,10 @@ struct CpuKernels {
   // dst[i] = a[i] op b[i] for i < n (dst may alias a or b).
   void (*binary)(BinaryKind kind, const float* a, const float* b, float* dst,
                  int64_t n);
+  // dst[i] = act(x[i]) * g[i], or act(x[i]) when g is null, for i < n
+  // (dst may alias x or g).
+  void (*act)(ActKind kind, const float* x, const float* g, float* dst,
+              int64_t n);
   // dst = x / sqrt(mean(x^2) + eps) (rms) or (x - mean) / sqrt(var + eps);
   // dst may alias x.
   void (*norm)(const float* x, float* dst, int64_t n, float eps, bool rms);

@@ -178,6 +178,7 @@ const CpuKernels kKernels = {
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
     .binary = BinaryGeneric,
+    .act = ActGeneric,
     .norm = NormGeneric,
     .soft_max = SoftMaxGeneric,
     .rope = RopeGeneric,

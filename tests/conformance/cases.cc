@@ -430,6 +430,14 @@ void AddElementwiseCases(CaseList& cases) {
                    op == UnaryOp::kGelu ? kNmseTranscendental : kNmseF32, -1.0f,
                    1.0f});
   }
+  // The activations over both signs' saturating ranges.
+  for (UnaryOp op : {UnaryOp::kSilu, UnaryOp::kGelu}) {
+    fns.push_back(
+        {absl::StrCat("UNARY ", std::string(UnaryOpName(op)), " wide"),
+         [op](Context& c, Tensor* a) { return Unary(c, a, op); },
+         op == UnaryOp::kGelu ? kNmseTranscendental : kNmseF32, -12.0f,
+         12.0f});
+  }
   for (const Fn& fn : fns) {
     for (const Variant& v : variants) {
       for (Type t : {kF32, kF16, kBF16}) {
@@ -481,6 +489,15 @@ void AddGluCases(CaseList& cases) {
                        return Glu(c, a, b, op);
                      }));
     }
+    // Rows longer than a vector, inputs over both signs' saturating
+    // ranges.
+    cases.Add(absl::StrCat(name, " split wide ", Operand(kF32, {200, 3})),
+              f32_nmse,
+              WithInput(kF32, {200, 3}, kC,
+                        [op](Context& c, Tensor* a) {
+                          return GluSplit(c, a, op, false);
+                        }),
+              -12.0f, 12.0f);
   }
 }
 
