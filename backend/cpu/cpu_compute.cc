@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "backend/cpu/cpu_copy.h"
 #include "backend/cpu/cpu_flash_attn.h"
 #include "backend/cpu/cpu_mul_mat.h"
 #include "backend/cpu/cpu_row_ops.h"
@@ -43,6 +44,11 @@ absl::Status CpuComputeNode(Tensor& node, const CpuComputeContext& ctx) {
     case Op::kMul:
     case Op::kDiv:
       done = TryBinary(node, ctx);
+      break;
+    case Op::kDup:
+    case Op::kCpy:
+    case Op::kCont:
+      done = TryCopy(node, ctx);
       break;
     case Op::kUnary:
       done = TryUnary(node, ctx);

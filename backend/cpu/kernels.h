@@ -109,6 +109,10 @@ struct CpuKernels {
   // Converts `n` F16 or BF16 values to F32.
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
   void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  // Converts `n` F32 values to F16 or BF16, rounding to nearest even (as
+  // Fp32ToFp16 and Fp32ToBf16 do).
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
+  void (*f32_to_bf16)(const float* x, uint16_t* y, int64_t n);
   // dst[i] = a[i] op b[i] for i < n (dst may alias a or b).
   void (*binary)(BinaryKind kind, const float* a, const float* b, float* dst,
                  int64_t n);

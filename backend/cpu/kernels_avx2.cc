@@ -30,6 +30,17 @@ void F16ToF32(const uint16_t* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
 }
 
+void F32ToF16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(y + i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i) y[i] = Fp32ToFp16(x[i]);
+}
+
 float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -177,6 +188,8 @@ const CpuKernels kKernels = {
     .attn_block = AttnBlockGeneric,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
+    .f32_to_f16 = F32ToF16,
+    .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,
     .act = ActGeneric,
     .norm = NormGeneric,

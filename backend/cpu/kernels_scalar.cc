@@ -20,6 +20,10 @@ void F16ToF32(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = Fp16ToFp32(x[i]);
 }
 
+void F32ToF16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Fp32ToFp16(x[i]);
+}
+
 // Integer dot product of one weight block (values w) and one activation
 // block, scaled: the block's contribution to the row dot product.
 template <typename Block>
@@ -207,6 +211,8 @@ const CpuKernels kKernels = {
     .attn_block = AttnBlockGeneric,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
+    .f32_to_f16 = F32ToF16,
+    .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,
     .act = ActGeneric,
     .norm = NormGeneric,
