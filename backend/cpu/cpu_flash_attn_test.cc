@@ -47,8 +47,9 @@ std::vector<float> Get(const Tensor& t) {
 // reference kernel: query row 0 sees no key at all (its output is 0), the
 // others see a prefix of the keys, so whole key tiles are excluded for
 // some rows and partly for others, over GQA groups, ALiBi and softcap.
+// Excluded keys whose rows hold NaN (unwritten cache slots) do not count.
 TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
-  constexpr int64_t kD = 40, kQ = 7, kKv = 180, kHeads = 6, kKvHeads = 2;
+  constexpr int64_t kD = 40, kQ = 7, kKv = 200, kHeads = 6, kKvHeads = 2;
   Context ctx;
   Tensor* q = ctx.NewTensor(Type::kF32, {kD, kQ, kHeads}).value();
   Tensor* k = ctx.NewTensor(Type::kF16, {kD, kKv, kKvHeads}).value();
@@ -69,13 +70,26 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
     for (size_t i = 0; i < x.size(); ++i) h[i] = Fp32ToFp16(x[i]);
     return h;
   };
-  Set(*k, to_f16(Pattern(k->NumElements(), 2)));
-  Set(*v, to_f16(Pattern(v->NumElements(), 3)));
+  // Keys 180 and up are excluded for every query; their rows hold NaN, as
+  // cache slots never written may.
+  std::vector<uint16_t> k16 = to_f16(Pattern(k->NumElements(), 2));
+  std::vector<uint16_t> v16 = to_f16(Pattern(v->NumElements(), 3));
+  constexpr uint16_t kNan = 0x7E00;
+  for (int64_t h = 0; h < kKvHeads; ++h) {
+    for (int64_t j = 180; j < kKv; ++j) {
+      for (int64_t t = 0; t < kD; ++t) {
+        k16[(h * kKv + j) * kD + t] = kNan;
+        v16[(h * kKv + j) * kD + t] = kNan;
+      }
+    }
+  }
+  Set(*k, k16);
+  Set(*v, v16);
   std::vector<float> m(kKv * kQ);
   const std::vector<float> noise = Pattern(m.size(), 4);
   for (int64_t i = 0; i < kQ; ++i) {
     for (int64_t j = 0; j < kKv; ++j) {
-      const bool visible = i > 0 && j < 30 * i;
+      const bool visible = i > 0 && j < 30 * i && j < 180;
       m[i * kKv + j] = visible ? noise[i * kKv + j]
                                : -std::numeric_limits<float>::infinity();
     }

@@ -63,7 +63,8 @@ struct FloatMatVecArgs {
 // maximum m[i], sum l[i] and output accumulator acc[i * dv, +dv):
 //   s_j = scale * dot(q_i, k_j), softcapped to softcap * tanh(s_j /
 //   softcap) when softcap != 0, plus bias[i * n + j] (bias may be null;
-//   -inf excludes key j);
+//   -inf excludes key j, and its k and v rows are then not used: they may
+//   hold anything, NaN included);
 //   m' = max(m[i], max_j s_j); acc, l *= e^(m[i] - m'); then acc += e^(s_j -
 //   m') v_j and l += e^(s_j - m') over j; m[i] = m'.
 // Rows start at -inf, 0 and zeros; the output is acc / l (0 where l is 0).
