@@ -17,6 +17,8 @@
 //   bazel run -c opt //bench:ops -- [--threads=N] [--simd=scalar|avx2|avx512]
 //                                   [--case=SUBSTRING]
 
+#include "graph/ops.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -38,13 +40,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "backend/cpu/cpu_device.h"
 #include "backend/cpu/simd_level.h"
+#include "base/status_macros.h"
 #include "graph/context.h"
 #include "graph/graph.h"
-#include "graph/ops.h"
-#include "base/status_macros.h"
-#include "backend/alloc/tensor_allocator.h"
 #include "graph/type.h"
 
 namespace tessera {
@@ -110,8 +111,7 @@ double CopyBandwidth(size_t bytes, int threads) {
 using U64x4 = uint64_t __attribute__((vector_size(32)));
 
 // Sum of n 32-byte vectors, four at a time in independent accumulators.
-__attribute__((target("avx2"))) uint64_t ReduceAvx2(const U64x4* p,
-                                                     size_t n) {
+__attribute__((target("avx2"))) uint64_t ReduceAvx2(const U64x4* p, size_t n) {
   U64x4 a = {}, b = {}, c = {}, d = {};
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -138,14 +138,16 @@ double ReadBandwidth(size_t bytes, int threads) {
   std::vector<U64x4> buffer(vectors * threads, U64x4{1, 2, 3, 4});
   const bool avx2 = __builtin_cpu_supports("avx2");
   std::atomic<uint64_t> sink{0};
-  const double seconds = TimePerCall([&] {
-    OnThreads(threads, [&](int t) {
-      const U64x4* part = buffer.data() + t * vectors;
-      sink += avx2 ? ReduceAvx2(part, vectors)
-                   : ReducePortable(reinterpret_cast<const uint64_t*>(part),
-                                    vectors * 4);
-    });
-  }, 0.3);
+  const double seconds = TimePerCall(
+      [&] {
+        OnThreads(threads, [&](int t) {
+          const U64x4* part = buffer.data() + t * vectors;
+          sink += avx2 ? ReduceAvx2(part, vectors)
+                       : ReducePortable(reinterpret_cast<const uint64_t*>(part),
+                                        vectors * 4);
+        });
+      },
+      0.3);
   return static_cast<double>(vectors * threads * sizeof(U64x4)) / seconds;
 }
 
@@ -192,11 +194,13 @@ double FmaPeak(int threads, std::string& which) {
   which = avx512 ? "AVX-512" : "AVX2";
   constexpr int64_t kIters = 1 << 22;
   std::atomic<float> sink{0};
-  const double seconds = TimePerCall([&] {
-    OnThreads(threads, [&](int) {
-      sink = sink + (avx512 ? FmaAvx512(kIters) : FmaAvx2(kIters));
-    });
-  }, 0.3);
+  const double seconds = TimePerCall(
+      [&] {
+        OnThreads(threads, [&](int) {
+          sink = sink + (avx512 ? FmaAvx512(kIters) : FmaAvx2(kIters));
+        });
+      },
+      0.3);
   const double lanes = avx512 ? 16 : 8;
   return 2.0 * lanes * 12 * kIters * threads / seconds;
 }
@@ -230,8 +234,7 @@ absl::Status Prepare(Device& device, Build build, OneOp& op) {
   TESSERA_RETURN_IF_ERROR(op.graph.Expand(out));
   std::vector<Tensor*> all(op.graph.leafs().begin(), op.graph.leafs().end());
   all.insert(all.end(), op.graph.nodes().begin(), op.graph.nodes().end());
-  TESSERA_ASSIGN_OR_RETURN(op.buffer,
-                           AllocTensors(device.buffer_type(), all));
+  TESSERA_ASSIGN_OR_RETURN(op.buffer, AllocTensors(device.buffer_type(), all));
   uint32_t seed = 1;
   for (Tensor* leaf : op.graph.leafs()) {
     const int64_t n = leaf->NumElements();
@@ -276,14 +279,13 @@ struct Limits {
 };
 
 void PrintHeader() {
-  absl::PrintF("%-34s %11s %8s %8s %8s %6s %8s\n", "case", "us/run",
-               "GFLOPS", "GB/s", "x limit", "limit", "x sgemm");
+  absl::PrintF("%-34s %11s %8s %8s %8s %6s %8s\n", "case", "us/run", "GFLOPS",
+               "GB/s", "x limit", "limit", "x sgemm");
 }
 
 // One table row; a ratio or rate of 0 prints as "-".
-void PrintRow(std::string_view name, double seconds, double gflops,
-              double gbps, double vs_limit, std::string_view limit,
-              double vs_sgemm) {
+void PrintRow(std::string_view name, double seconds, double gflops, double gbps,
+              double vs_limit, std::string_view limit, double vs_sgemm) {
   auto cell = [](double v, int precision) {
     return v > 0 ? absl::StrFormat("%.*f", precision, v) : std::string("-");
   };
@@ -320,8 +322,8 @@ absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
   if (n == 1) {
     // Memory-bound: the weights read once.
     const double read = ReadBandwidth(weights->NumBytes(), lim.threads);
-    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
-             bytes_per_s / read, "read", flops / lim.Sgemm(n));
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, bytes_per_s / read,
+             "read", flops / lim.Sgemm(n));
   } else {
     PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
              flops / lim.fma_flops, "fma", flops / lim.Sgemm(n));
@@ -344,19 +346,17 @@ absl::Status MemoryCase(CpuDevice& device, Stream& stream, const Limits& lim,
   TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
   const double bytes_per_s = bytes / seconds;
   const double copy = CopyBandwidth(bytes / 2, lim.threads);
-  PrintRow(name, seconds, 0, bytes_per_s / 1e9, bytes_per_s / copy, "copy",
-           0);
+  PrintRow(name, seconds, 0, bytes_per_s / 1e9, bytes_per_s / copy, "copy", 0);
   return absl::OkStatus();
 }
 
 // FLASH_ATTN_EXT with ggml's shapes: 32 query heads over 8 F16 K/V heads
 // of 128, 4096 cached positions, F16 mask. Decode (1 query) is bound by
 // reading K and V; prompt (512 queries) by the FMAs.
-absl::Status FlashAttnCase(CpuDevice& device, Stream& stream,
-                           const Limits& lim, std::string_view only,
-                           int64_t n_q) {
-  const std::string name = absl::StrFormat(
-      "FLASH_ATTN_EXT f16 q=%d kv=4096 %s", n_q, n_q == 1 ? "decode" : "prompt");
+absl::Status FlashAttnCase(CpuDevice& device, Stream& stream, const Limits& lim,
+                           std::string_view only, int64_t n_q) {
+  const std::string name = absl::StrFormat("FLASH_ATTN_EXT f16 q=%d kv=4096 %s",
+                                           n_q, n_q == 1 ? "decode" : "prompt");
   if (!Selected(name, only)) return absl::OkStatus();
   constexpr int64_t kD = 128, kKv = 4096, kHeads = 32, kKvHeads = 8;
   OneOp op;
@@ -382,8 +382,8 @@ absl::Status FlashAttnCase(CpuDevice& device, Stream& stream,
   const double bytes_per_s = kv_bytes / seconds;
   if (n_q == 1) {
     const double read = ReadBandwidth(kv_bytes, lim.threads);
-    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
-             bytes_per_s / read, "read", 0);
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, bytes_per_s / read,
+             "read", 0);
   } else {
     PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
              flops / lim.fma_flops, "fma", 0);
@@ -410,14 +410,14 @@ absl::Status AddChainCase(CpuDevice& device, Stream& stream,
       },
       op));
   TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
-  absl::PrintF("%-34s %11.1f %8s %8s %8.2f %6s %8s\n", name, seconds * 1e6,
-               "-", "-", seconds * 1e6 / kNodes, "us", "-");
+  absl::PrintF("%-34s %11.1f %8s %8s %8.2f %6s %8s\n", name, seconds * 1e6, "-",
+               "-", seconds * 1e6 / kNodes, "us", "-");
   return absl::OkStatus();
 }
 
 absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
-  CpuDevice device(CpuDeviceOptions{
-      .name = "cpu0", .n_threads = threads, .max_simd = simd});
+  CpuDevice device(
+      CpuDeviceOptions{.name = "cpu0", .n_threads = threads, .max_simd = simd});
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
                            device.CreateStream());
   absl::PrintF("%s; limits and OpenBLAS sgemm on %d threads\n",
@@ -444,37 +444,41 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
       TESSERA_RETURN_IF_ERROR(MulMatCase(device, *stream, lim, only, type, n));
     }
   }
-  TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, only, "ADD f32 [4096,4096]",
-      [](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(Type::kF32, {4096, 4096}));
-        TESSERA_ASSIGN_OR_RETURN(Tensor * b, ctx.NewTensor(Type::kF32, {4096, 4096}));
-        return Add(ctx, a, b);
-      }));
-  TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, only, "RMS_NORM f32 [4096,512]",
-      [](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
-        return RmsNorm(ctx, a, 1e-5f);
-      }));
-  TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, only, "SOFT_MAX f32 [4096,512]",
-      [](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(Tensor * a,
-                                 ctx.NewTensor(Type::kF32, {4096, 512}));
-        return SoftMax(ctx, a, nullptr, 1.0f, 0.0f);
-      }));
-  TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, only, "ROPE f32 [128,32,512]",
-      [](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(Tensor * a,
-                                 ctx.NewTensor(Type::kF32, {128, 32, 512}));
-        TESSERA_ASSIGN_OR_RETURN(Tensor * pos, ctx.NewTensor(Type::kI32, {512}));
-        RopeParams params;
-        params.n_dims = 128;
-        params.n_ctx_orig = 4096;
-        return Rope(ctx, a, pos, params);
-      }));
+  TESSERA_RETURN_IF_ERROR(
+      MemoryCase(device, *stream, lim, only, "ADD f32 [4096,4096]",
+                 [](Context& ctx) -> absl::StatusOr<Tensor*> {
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * a, ctx.NewTensor(Type::kF32, {4096, 4096}));
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * b, ctx.NewTensor(Type::kF32, {4096, 4096}));
+                   return Add(ctx, a, b);
+                 }));
+  TESSERA_RETURN_IF_ERROR(
+      MemoryCase(device, *stream, lim, only, "RMS_NORM f32 [4096,512]",
+                 [](Context& ctx) -> absl::StatusOr<Tensor*> {
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
+                   return RmsNorm(ctx, a, 1e-5f);
+                 }));
+  TESSERA_RETURN_IF_ERROR(
+      MemoryCase(device, *stream, lim, only, "SOFT_MAX f32 [4096,512]",
+                 [](Context& ctx) -> absl::StatusOr<Tensor*> {
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
+                   return SoftMax(ctx, a, nullptr, 1.0f, 0.0f);
+                 }));
+  TESSERA_RETURN_IF_ERROR(
+      MemoryCase(device, *stream, lim, only, "ROPE f32 [128,32,512]",
+                 [](Context& ctx) -> absl::StatusOr<Tensor*> {
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * a, ctx.NewTensor(Type::kF32, {128, 32, 512}));
+                   TESSERA_ASSIGN_OR_RETURN(Tensor * pos,
+                                            ctx.NewTensor(Type::kI32, {512}));
+                   RopeParams params;
+                   params.n_dims = 128;
+                   params.n_ctx_orig = 4096;
+                   return Rope(ctx, a, pos, params);
+                 }));
   for (int64_t n_q : {1, 512}) {
     TESSERA_RETURN_IF_ERROR(FlashAttnCase(device, *stream, lim, only, n_q));
   }
@@ -492,7 +496,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.starts_with("--threads=")) {
-      if (!absl::SimpleAtoi(absl::string_view(arg).substr(10), &threads) || threads < 1) {
+      if (!absl::SimpleAtoi(absl::string_view(arg).substr(10), &threads) ||
+          threads < 1) {
         absl::FPrintF(stderr, "bad %s: want --threads=N, N >= 1\n", arg);
         return 2;
       }

@@ -27,8 +27,8 @@ void MoveF16ToF32(const CpuKernels& k, const char* src, char* dst, int64_t n,
                reinterpret_cast<float*>(dst), n);
 }
 
-void MoveBf16ToF32(const CpuKernels& k, const char* src, char* dst,
-                   int64_t n, Type) {
+void MoveBf16ToF32(const CpuKernels& k, const char* src, char* dst, int64_t n,
+                   Type) {
   k.bf16_to_f32(reinterpret_cast<const uint16_t*>(src),
                 reinterpret_cast<float*>(dst), n);
 }
@@ -39,8 +39,8 @@ void MoveF32ToF16(const CpuKernels& k, const char* src, char* dst, int64_t n,
                reinterpret_cast<uint16_t*>(dst), n);
 }
 
-void MoveF32ToBf16(const CpuKernels& k, const char* src, char* dst,
-                   int64_t n, Type) {
+void MoveF32ToBf16(const CpuKernels& k, const char* src, char* dst, int64_t n,
+                   Type) {
   k.f32_to_bf16(reinterpret_cast<const float*>(src),
                 reinterpret_cast<uint16_t*>(dst), n);
 }
@@ -83,8 +83,7 @@ bool TryCopy(Tensor& node, const CpuComputeContext& ctx) {
   if (node.IsContiguous() && src->IsContiguous()) {
     // Flat: whole blocks of both types (block size 1 unless the same
     // quantized type).
-    const WorkRange part =
-        WorkPart(node.NumElements() / bs, ctx.ith, ctx.nth);
+    const WorkRange part = WorkPart(node.NumElements() / bs, ctx.ith, ctx.nth);
     const int64_t first = part.begin * bs;
     const int64_t n = (part.end - part.begin) * bs;
     if (n == 0) return true;
@@ -103,8 +102,8 @@ bool TryCopy(Tensor& node, const CpuComputeContext& ctx) {
     const int64_t i3 = r / (node.ne[1] * node.ne[2]);
     move(*ctx.kernels,
          from + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3],
-         to + i1 * node.nb[1] + i2 * node.nb[2] + i3 * node.nb[3],
-         node.ne[0], node.type);
+         to + i1 * node.nb[1] + i2 * node.nb[2] + i3 * node.nb[3], node.ne[0],
+         node.type);
   }
   return true;
 }

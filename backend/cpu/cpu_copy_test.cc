@@ -31,7 +31,7 @@ std::vector<float> RoundingCases() {
       v.push_back(-f);
     }
   }
-  v.push_back(65520.0f);  // F16 overflow
+  v.push_back(65520.0f);       // F16 overflow
   v.push_back(3.4028235e38f);  // BF16 overflow
   v.push_back(std::numeric_limits<float>::infinity());
   v.push_back(-std::numeric_limits<float>::infinity());
@@ -73,8 +73,8 @@ TEST(CpuCopyTest, ConversionsRoundAsTheScalarConversionsAtEveryLevel) {
           out->buffer->GetTensor(*out, got.data(), 0, n * sizeof(uint16_t))
               .ok());
       for (int64_t i = 0; i < n; ++i) {
-        const uint16_t want = type == Type::kF16 ? Fp32ToFp16(values[i])
-                                                 : Fp32ToBf16(values[i]);
+        const uint16_t want =
+            type == Type::kF16 ? Fp32ToFp16(values[i]) : Fp32ToBf16(values[i]);
         EXPECT_EQ(got[i], want) << TypeName(type) << " at "
                                 << SimdLevelName(level) << ": " << values[i];
       }

@@ -45,8 +45,8 @@ bool Fits(const Tensor& node) {
 
 // How a node's queries are grouped into units.
 struct Units {
-  int64_t heads;      // query heads per unit (sharing one k/v head)
-  int64_t rows;       // query rows per unit
+  int64_t heads;       // query heads per unit (sharing one k/v head)
+  int64_t rows;        // query rows per unit
   int64_t head_parts;  // units over one k/v head's query heads
   int64_t row_parts;   // units over the query rows
   int64_t count;
@@ -71,8 +71,8 @@ size_t ScratchFloats(const Tensor& node) {
   const int64_t d = node.src[0]->ne[0];
   const int64_t dv = node.src[2]->ne[0];
   const size_t floats = kMaxQueries * d + kTileKeys * (d + dv) +
-                        kMaxQueries * kTileKeys + kTileKeys +
-                        2 * kMaxQueries + kMaxQueries * dv;
+                        kMaxQueries * kTileKeys + kTileKeys + 2 * kMaxQueries +
+                        kMaxQueries * dv;
   return (floats + 15) / 16 * 16;  // 64-byte multiples
 }
 
@@ -91,8 +91,8 @@ void LoadFloats(const CpuKernels& kernels, const Tensor& t, const char* row,
   }
 }
 
-void RunUnit(const Tensor& node, const CpuComputeContext& ctx,
-             const Units& u, int64_t unit, float* scratch) {
+void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
+             int64_t unit, float* scratch) {
   const Tensor& q = *node.src[0];
   const Tensor& k = *node.src[1];
   const Tensor& v = *node.src[2];
@@ -113,7 +113,8 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx,
   const int64_t heads = std::min(u.heads, (kh + 1) * group - head0);
   const int64_t row0 = row_part * u.rows;
   const int64_t rows = std::min(u.rows, q.ne[1] - row0);
-  const int64_t nq = heads * rows;  // query i: head head0 + i / rows, row i % rows
+  const int64_t nq =
+      heads * rows;  // query i: head head0 + i / rows, row i % rows
 
   float* qs = scratch;
   float* ks = qs + kMaxQueries * d;

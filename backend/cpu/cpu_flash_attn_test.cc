@@ -104,9 +104,10 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
   for (SimdLevel level : SupportedSimdLevels()) {
     CpuDevice device(
         {.name = "cpu", .n_threads = 2, .memory_limit = 0, .max_simd = level});
-    ASSERT_TRUE(buffer->SetTensor(*out, std::vector<float>(want.size(), 7.0f)
-                                            .data(),
-                                  0, want.size() * sizeof(float))
+    ASSERT_TRUE(buffer
+                    ->SetTensor(*out,
+                                std::vector<float>(want.size(), 7.0f).data(), 0,
+                                want.size() * sizeof(float))
                     .ok());
     std::unique_ptr<Stream> stream = device.CreateStream().value();
     ASSERT_TRUE(stream->Compute(graph).ok());

@@ -158,7 +158,8 @@ struct FloatVec {
   static float Sum(V v) { return HorizontalSum(v); }
   static V LoadF32(const float* p) { return _mm256_loadu_ps(p); }
   static V LoadF16(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static V LoadBF16(const uint16_t* p) {
     const __m256i h = _mm256_cvtepu16_epi32(
