@@ -159,6 +159,7 @@ __attribute__((target("avx512f"))) float FmaAvx512(int64_t iters) {
   const F16x a = F16x{} + 0.999f;
   const F16x b = F16x{} + 1e-3f;
   for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
     for (int j = 0; j < 12; ++j) {
       acc[j] = acc[j] * a + b;
       asm volatile("" : "+v"(acc[j]));
@@ -176,6 +177,7 @@ __attribute__((target("avx2,fma"))) float FmaAvx2(int64_t iters) {
   const F8x a = F8x{} + 0.999f;
   const F8x b = F8x{} + 1e-3f;
   for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
     for (int j = 0; j < 12; ++j) {
       acc[j] = acc[j] * a + b;
       asm volatile("" : "+x"(acc[j]));
