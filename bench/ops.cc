@@ -1,21 +1,32 @@
-// Single-op throughput of the CPU device against the limits measured in the
-// same run: OpenBLAS sgemm on the same shape (MUL_MAT) and memcpy bandwidth
-// (memory-bound ops, and the weight bytes of MUL_MAT with one column).
-// Every case is a graph of one op computed through a CpuDevice stream.
+// Single-op throughput of the CPU device at ggml's test-backend-ops perf
+// shapes, each row against a limit measured in the same run:
+//  - "read": a SIMD read-reduce over the same bytes as the op reads (the
+//    weights of MUL_MAT n=1, K and V of attention decode), on the same
+//    threads, so the roofline counts whether those bytes sit in cache or
+//    in memory;
+//  - "copy": memcpy of the bytes an op touches (row ops), counted the same
+//    way (a copy of S bytes touches 2S);
+//  - "fma": the AVX-512 (else AVX2) FMA peak of the same threads, from a
+//    register-only microbenchmark (compute-bound rows);
+//  - "sgemm": OpenBLAS sgemm on the same shape, for comparison.
+// Times are each case's fastest run. Every case is a graph computed
+// through a CpuDevice stream. "ADD chain" is a graph of 100 dependent
+// f32[16] ADDs and reports microseconds per node: the per-node overhead of
+// the stream and its thread team.
 //
 //   bazel run -c opt //bench:ops -- [--threads=N] [--simd=scalar|avx2|avx512]
 //                                   [--case=SUBSTRING]
-//
-// Bandwidths count bytes touched, read plus written: memcpy of S bytes
-// touches 2S; an op touches its inputs and its output once; MUL_MAT with one
-// column counts its weight bytes.
+
+#include "graph/ops.h"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,13 +40,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "backend/cpu/cpu_device.h"
 #include "backend/cpu/simd_level.h"
+#include "base/status_macros.h"
 #include "graph/context.h"
 #include "graph/graph.h"
-#include "graph/ops.h"
-#include "base/status_macros.h"
-#include "backend/alloc/tensor_allocator.h"
 #include "graph/type.h"
 
 namespace tessera {
@@ -43,20 +53,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Seconds per call of fn: one warm-up call, then calls until at least
-// `min_seconds` and 3 calls have passed.
+// Seconds of the fastest call of fn: one warm-up call, then calls until at
+// least `min_seconds` and 5 calls have passed. The fastest call, not the
+// mean, so that rows and their limits are compared at the least
+// interference from other work on a shared machine.
 template <typename Fn>
 double TimePerCall(Fn fn, double min_seconds = 0.5) {
   fn();
   int calls = 0;
   const auto start = Clock::now();
   double elapsed = 0;
+  double best = std::numeric_limits<double>::infinity();
   do {
+    const auto call_start = Clock::now();
     fn();
+    const auto call_end = Clock::now();
+    best = std::min(
+        best, std::chrono::duration<double>(call_end - call_start).count());
     ++calls;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (elapsed < min_seconds || calls < 3);
-  return elapsed / calls;
+    elapsed = std::chrono::duration<double>(call_end - start).count();
+  } while (elapsed < min_seconds || calls < 5);
+  return best;
 }
 
 // Deterministic values in [-1, 1).
@@ -68,23 +85,126 @@ void Fill(std::vector<float>& v, uint32_t seed) {
   }
 }
 
-// Bytes per second of memcpy (read plus written) on `threads` threads, each
-// copying its share of 256 MiB between buffers already touched.
-double MemcpyBandwidth(int threads) {
-  constexpr size_t kBytes = size_t{256} << 20;
-  std::vector<char> src(kBytes, 1);
-  std::vector<char> dst(kBytes, 2);
-  const size_t part = kBytes / threads;
+// Runs fn(t) on `threads` threads (t = 0..threads-1) and joins them.
+template <typename Fn>
+void OnThreads(int threads, Fn fn) {
+  std::vector<std::thread> team;
+  for (int t = 1; t < threads; ++t) team.emplace_back(fn, t);
+  fn(0);
+  for (std::thread& th : team) th.join();
+}
+
+// Bytes per second of memcpy (read plus written) of `bytes` on `threads`
+// threads, each copying its share between buffers already touched.
+double CopyBandwidth(size_t bytes, int threads) {
+  std::vector<char> src(bytes, 1);
+  std::vector<char> dst(bytes, 2);
+  const size_t part = bytes / threads;
   const double seconds = TimePerCall([&] {
-    std::vector<std::thread> team;
-    for (int t = 0; t < threads; ++t) {
-      team.emplace_back([&, t] {
-        std::memcpy(dst.data() + t * part, src.data() + t * part, part);
-      });
-    }
-    for (std::thread& th : team) th.join();
+    OnThreads(threads, [&](int t) {
+      std::memcpy(dst.data() + t * part, src.data() + t * part, part);
+    });
   });
   return 2.0 * static_cast<double>(part * threads) / seconds;
+}
+
+using U64x4 = uint64_t __attribute__((vector_size(32)));
+
+// Sum of n 32-byte vectors, four at a time in independent accumulators.
+__attribute__((target("avx2"))) uint64_t ReduceAvx2(const U64x4* p, size_t n) {
+  U64x4 a = {}, b = {}, c = {}, d = {};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a += p[i];
+    b += p[i + 1];
+    c += p[i + 2];
+    d += p[i + 3];
+  }
+  for (; i < n; ++i) a += p[i];
+  const U64x4 s = a + b + c + d;
+  return s[0] + s[1] + s[2] + s[3];
+}
+
+uint64_t ReducePortable(const uint64_t* p, size_t n) {
+  uint64_t s = 0;
+  for (size_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+
+// Bytes per second of a SIMD read-reduce of `bytes` (a buffer already
+// touched) on `threads` threads, each summing its share.
+double ReadBandwidth(size_t bytes, int threads) {
+  const size_t vectors = bytes / sizeof(U64x4) / threads;
+  std::vector<U64x4> buffer(vectors * threads, U64x4{1, 2, 3, 4});
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  std::atomic<uint64_t> sink{0};
+  const double seconds = TimePerCall(
+      [&] {
+        OnThreads(threads, [&](int t) {
+          const U64x4* part = buffer.data() + t * vectors;
+          sink += avx2 ? ReduceAvx2(part, vectors)
+                       : ReducePortable(reinterpret_cast<const uint64_t*>(part),
+                                        vectors * 4);
+        });
+      },
+      0.3);
+  return static_cast<double>(vectors * threads * sizeof(U64x4)) / seconds;
+}
+
+// FLOP/s of `iters` rounds of 12 independent FMA chains in registers.
+__attribute__((target("avx512f"))) float FmaAvx512(int64_t iters) {
+  using F16x = float __attribute__((vector_size(64)));
+  F16x acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = F16x{} + static_cast<float>(j);
+  const F16x a = F16x{} + 0.999f;
+  const F16x b = F16x{} + 1e-3f;
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) {
+      acc[j] = acc[j] * a + b;
+      asm volatile("" : "+v"(acc[j]));
+    }
+  }
+  float s = 0;
+  for (int j = 0; j < 12; ++j) s += acc[j][0];
+  return s;
+}
+
+__attribute__((target("avx2,fma"))) float FmaAvx2(int64_t iters) {
+  using F8x = float __attribute__((vector_size(32)));
+  F8x acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = F8x{} + static_cast<float>(j);
+  const F8x a = F8x{} + 0.999f;
+  const F8x b = F8x{} + 1e-3f;
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) {
+      acc[j] = acc[j] * a + b;
+      asm volatile("" : "+x"(acc[j]));
+    }
+  }
+  float s = 0;
+  for (int j = 0; j < 12; ++j) s += acc[j][0];
+  return s;
+}
+
+// Peak FLOP/s of FMAs on `threads` threads at the widest vector this CPU
+// has (AVX-512 or AVX2; 0 without either).
+double FmaPeak(int threads, std::string& which) {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (!avx512 && !__builtin_cpu_supports("fma")) return 0;
+  which = avx512 ? "AVX-512" : "AVX2";
+  constexpr int64_t kIters = 1 << 22;
+  std::atomic<float> sink{0};
+  const double seconds = TimePerCall(
+      [&] {
+        OnThreads(threads, [&](int) {
+          sink = sink + (avx512 ? FmaAvx512(kIters) : FmaAvx2(kIters));
+        });
+      },
+      0.3);
+  const double lanes = avx512 ? 16 : 8;
+  return 2.0 * lanes * 12 * kIters * threads / seconds;
 }
 
 // FLOP/s of OpenBLAS sgemm (its own `threads` threads) for dst (n x m) =
@@ -116,8 +236,7 @@ absl::Status Prepare(Device& device, Build build, OneOp& op) {
   TESSERA_RETURN_IF_ERROR(op.graph.Expand(out));
   std::vector<Tensor*> all(op.graph.leafs().begin(), op.graph.leafs().end());
   all.insert(all.end(), op.graph.nodes().begin(), op.graph.nodes().end());
-  TESSERA_ASSIGN_OR_RETURN(op.buffer,
-                           AllocTensors(device.buffer_type(), all));
+  TESSERA_ASSIGN_OR_RETURN(op.buffer, AllocTensors(device.buffer_type(), all));
   uint32_t seed = 1;
   for (Tensor* leaf : op.graph.leafs()) {
     const int64_t n = leaf->NumElements();
@@ -150,7 +269,8 @@ absl::StatusOr<double> TimeGraph(Stream& stream, const OneOp& op) {
 }
 
 struct Limits {
-  double memcpy_bytes_per_s;
+  int threads;
+  double fma_flops;
   std::vector<std::pair<int64_t, double>> sgemm_flops;  // by n
   double Sgemm(int64_t n) const {
     for (const auto& [cols, flops] : sgemm_flops) {
@@ -161,26 +281,30 @@ struct Limits {
 };
 
 void PrintHeader() {
-  absl::PrintF("%-28s %12s %9s %9s %9s %9s\n", "case", "us/run", "GFLOPS",
-               "x sgemm", "GB/s", "x memcpy");
+  absl::PrintF("%-34s %11s %8s %8s %8s %6s %8s\n", "case", "us/run", "GFLOPS",
+               "GB/s", "x limit", "limit", "x sgemm");
 }
 
 // One table row; a ratio or rate of 0 prints as "-".
-void PrintRow(std::string_view name, double seconds, double gflops,
-              double vs_sgemm, double gbps, double vs_memcpy) {
+void PrintRow(std::string_view name, double seconds, double gflops, double gbps,
+              double vs_limit, std::string_view limit, double vs_sgemm) {
   auto cell = [](double v, int precision) {
     return v > 0 ? absl::StrFormat("%.*f", precision, v) : std::string("-");
   };
-  absl::PrintF("%-28s %12.1f %9s %9s %9s %9s\n", name, seconds * 1e6,
-               cell(gflops, 1), cell(vs_sgemm, 2), cell(gbps, 2),
-               cell(vs_memcpy, 2));
+  absl::PrintF("%-34s %11.1f %8s %8s %8s %6s %8s\n", name, seconds * 1e6,
+               cell(gflops, 1), cell(gbps, 2), cell(vs_limit, 2), limit,
+               cell(vs_sgemm, 2));
+}
+
+bool Selected(std::string_view name, std::string_view only) {
+  return name.find(only) != std::string_view::npos;
 }
 
 absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
                         std::string_view only, Type type, int64_t n) {
   const std::string name =
       absl::StrFormat("MUL_MAT %s n=%d", TypeName(type), n);
-  if (name.find(only) == std::string::npos) return absl::OkStatus();
+  if (!Selected(name, only)) return absl::OkStatus();
   constexpr int64_t kM = 4096;
   constexpr int64_t kK = 14336;
   OneOp op;
@@ -196,24 +320,26 @@ absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
       op));
   TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
   const double flops = 2.0 * kM * n * kK / seconds;
-  const double sgemm = lim.Sgemm(n);
-  double gbps = 0;
-  double vs_memcpy = 0;
+  const double bytes_per_s = weights->NumBytes() / seconds;
   if (n == 1) {
-    const double bytes_per_s = weights->NumBytes() / seconds;
-    gbps = bytes_per_s / 1e9;
-    vs_memcpy = bytes_per_s / lim.memcpy_bytes_per_s;
+    // Memory-bound: the weights read once.
+    const double read = ReadBandwidth(weights->NumBytes(), lim.threads);
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, bytes_per_s / read,
+             "read", flops / lim.Sgemm(n));
+  } else {
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
+             flops / lim.fma_flops, "fma", flops / lim.Sgemm(n));
   }
-  PrintRow(name, seconds,
-           flops / 1e9, flops / sgemm, gbps, vs_memcpy);
   return absl::OkStatus();
 }
 
+// A memory-bound op: bytes touched (every leaf and node once) against a
+// copy of the same bytes.
 template <typename Build>
 absl::Status MemoryCase(CpuDevice& device, Stream& stream, const Limits& lim,
                         std::string_view only, std::string_view name,
                         Build build) {
-  if (name.find(only) == std::string_view::npos) return absl::OkStatus();
+  if (!Selected(name, only)) return absl::OkStatus();
   OneOp op;
   TESSERA_RETURN_IF_ERROR(Prepare(device, build, op));
   size_t bytes = 0;
@@ -221,65 +347,144 @@ absl::Status MemoryCase(CpuDevice& device, Stream& stream, const Limits& lim,
   for (Tensor* t : op.graph.nodes()) bytes += t->NumBytes();
   TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
   const double bytes_per_s = bytes / seconds;
-  PrintRow(name, seconds, 0, 0, bytes_per_s / 1e9,
-           bytes_per_s / lim.memcpy_bytes_per_s);
+  const double copy = CopyBandwidth(bytes / 2, lim.threads);
+  PrintRow(name, seconds, 0, bytes_per_s / 1e9, bytes_per_s / copy, "copy", 0);
+  return absl::OkStatus();
+}
+
+// FLASH_ATTN_EXT with ggml's shapes: 32 query heads over 8 F16 K/V heads
+// of 128, 4096 cached positions, F16 mask. Decode (1 query) is bound by
+// reading K and V; prompt (512 queries) by the FMAs.
+absl::Status FlashAttnCase(CpuDevice& device, Stream& stream, const Limits& lim,
+                           std::string_view only, int64_t n_q) {
+  const std::string name = absl::StrFormat("FLASH_ATTN_EXT f16 q=%d kv=4096 %s",
+                                           n_q, n_q == 1 ? "decode" : "prompt");
+  if (!Selected(name, only)) return absl::OkStatus();
+  constexpr int64_t kD = 128, kKv = 4096, kHeads = 32, kKvHeads = 8;
+  OneOp op;
+  Tensor* k = nullptr;
+  Tensor* v = nullptr;
+  TESSERA_RETURN_IF_ERROR(Prepare(
+      device,
+      [&](Context& ctx) -> absl::StatusOr<Tensor*> {
+        TESSERA_ASSIGN_OR_RETURN(Tensor * q,
+                                 ctx.NewTensor(Type::kF32, {kD, n_q, kHeads}));
+        TESSERA_ASSIGN_OR_RETURN(
+            k, ctx.NewTensor(Type::kF16, {kD, kKv, kKvHeads}));
+        TESSERA_ASSIGN_OR_RETURN(
+            v, ctx.NewTensor(Type::kF16, {kD, kKv, kKvHeads}));
+        TESSERA_ASSIGN_OR_RETURN(Tensor * mask,
+                                 ctx.NewTensor(Type::kF16, {kKv, n_q}));
+        return FlashAttnExt(ctx, q, k, v, mask, 0.088f, 0.0f, 0.0f);
+      },
+      op));
+  TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
+  const double flops = 4.0 * kD * kKv * kHeads * n_q / seconds;
+  const size_t kv_bytes = k->NumBytes() + v->NumBytes();
+  const double bytes_per_s = kv_bytes / seconds;
+  if (n_q == 1) {
+    const double read = ReadBandwidth(kv_bytes, lim.threads);
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, bytes_per_s / read,
+             "read", 0);
+  } else {
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
+             flops / lim.fma_flops, "fma", 0);
+  }
+  return absl::OkStatus();
+}
+
+// 100 dependent ADDs of f32[16]: microseconds per node.
+absl::Status AddChainCase(CpuDevice& device, Stream& stream,
+                          std::string_view only) {
+  constexpr int kNodes = 100;
+  const std::string name = "ADD chain f32[16] x100 (us/node)";
+  if (!Selected(name, only)) return absl::OkStatus();
+  OneOp op;
+  TESSERA_RETURN_IF_ERROR(Prepare(
+      device,
+      [&](Context& ctx) -> absl::StatusOr<Tensor*> {
+        TESSERA_ASSIGN_OR_RETURN(Tensor * x, ctx.NewTensor(Type::kF32, {16}));
+        TESSERA_ASSIGN_OR_RETURN(Tensor * b, ctx.NewTensor(Type::kF32, {16}));
+        for (int i = 0; i < kNodes; ++i) {
+          TESSERA_ASSIGN_OR_RETURN(x, Add(ctx, x, b));
+        }
+        return x;
+      },
+      op));
+  TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
+  absl::PrintF("%-34s %11.1f %8s %8s %8.2f %6s %8s\n", name, seconds * 1e6, "-",
+               "-", seconds * 1e6 / kNodes, "us", "-");
   return absl::OkStatus();
 }
 
 absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
-  CpuDevice device(CpuDeviceOptions{
-      .name = "cpu0", .n_threads = threads, .max_simd = simd});
+  CpuDevice device(
+      CpuDeviceOptions{.name = "cpu0", .n_threads = threads, .max_simd = simd});
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
                            device.CreateStream());
-  absl::PrintF("%s; OpenBLAS sgemm on %d threads\n", device.Props().description,
-               threads);
+  absl::PrintF("%s; limits and OpenBLAS sgemm on %d threads\n",
+               device.Props().description, threads);
 
   Limits lim;
-  lim.memcpy_bytes_per_s = MemcpyBandwidth(threads);
+  lim.threads = threads;
+  std::string fma_kind = "none";
+  lim.fma_flops = FmaPeak(threads, fma_kind);
   for (int64_t n : {1, 8, 512}) {
     lim.sgemm_flops.push_back({n, SgemmFlops(4096, n, 14336, threads)});
   }
-  absl::PrintF("memcpy: %.2f GB/s\n", lim.memcpy_bytes_per_s / 1e9);
+  absl::PrintF("FMA peak (%s): %.1f GFLOPS\n", fma_kind, lim.fma_flops / 1e9);
+  absl::PrintF("read-reduce of 256 MiB: %.2f GB/s; copy: %.2f GB/s\n",
+               ReadBandwidth(size_t{256} << 20, threads) / 1e9,
+               CopyBandwidth(size_t{256} << 20, threads) / 1e9);
   for (const auto& [n, flops] : lim.sgemm_flops) {
     absl::PrintF("sgemm m=4096 k=14336 n=%d: %.1f GFLOPS\n", n, flops / 1e9);
   }
   PrintHeader();
-  for (Type type : {Type::kF32, Type::kF16, Type::kQ8_0, Type::kQ4_0}) {
+  for (Type type :
+       {Type::kF32, Type::kF16, Type::kBF16, Type::kQ8_0, Type::kQ4_0}) {
     for (int64_t n : {1, 8, 512}) {
       TESSERA_RETURN_IF_ERROR(MulMatCase(device, *stream, lim, only, type, n));
     }
   }
-  TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, only, "ADD f32 [4096,512]",
-      [](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
-        TESSERA_ASSIGN_OR_RETURN(Tensor * b, ctx.NewTensor(Type::kF32, {4096, 512}));
-        return Add(ctx, a, b);
-      }));
-  TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, only, "RMS_NORM f32 [4096,512]",
-      [](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
-        return RmsNorm(ctx, a, 1e-5f);
-      }));
-  TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, only, "SOFT_MAX f32 [4096,4096,5]",
-      [](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(Tensor * a,
-                                 ctx.NewTensor(Type::kF32, {4096, 4096, 5}));
-        return SoftMax(ctx, a, nullptr, 1.0f, 0.0f);
-      }));
-  TESSERA_RETURN_IF_ERROR(MemoryCase(
-      device, *stream, lim, only, "ROPE f32 [128,32,512]",
-      [](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(Tensor * a,
-                                 ctx.NewTensor(Type::kF32, {128, 32, 512}));
-        TESSERA_ASSIGN_OR_RETURN(Tensor * pos, ctx.NewTensor(Type::kI32, {512}));
-        RopeParams params;
-        params.n_dims = 128;
-        params.n_ctx_orig = 4096;
-        return Rope(ctx, a, pos, params);
-      }));
+  TESSERA_RETURN_IF_ERROR(
+      MemoryCase(device, *stream, lim, only, "ADD f32 [4096,4096]",
+                 [](Context& ctx) -> absl::StatusOr<Tensor*> {
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * a, ctx.NewTensor(Type::kF32, {4096, 4096}));
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * b, ctx.NewTensor(Type::kF32, {4096, 4096}));
+                   return Add(ctx, a, b);
+                 }));
+  TESSERA_RETURN_IF_ERROR(
+      MemoryCase(device, *stream, lim, only, "RMS_NORM f32 [4096,512]",
+                 [](Context& ctx) -> absl::StatusOr<Tensor*> {
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
+                   return RmsNorm(ctx, a, 1e-5f);
+                 }));
+  TESSERA_RETURN_IF_ERROR(
+      MemoryCase(device, *stream, lim, only, "SOFT_MAX f32 [4096,512]",
+                 [](Context& ctx) -> absl::StatusOr<Tensor*> {
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
+                   return SoftMax(ctx, a, nullptr, 1.0f, 0.0f);
+                 }));
+  TESSERA_RETURN_IF_ERROR(
+      MemoryCase(device, *stream, lim, only, "ROPE f32 [128,32,512]",
+                 [](Context& ctx) -> absl::StatusOr<Tensor*> {
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * a, ctx.NewTensor(Type::kF32, {128, 32, 512}));
+                   TESSERA_ASSIGN_OR_RETURN(Tensor * pos,
+                                            ctx.NewTensor(Type::kI32, {512}));
+                   RopeParams params;
+                   params.n_dims = 128;
+                   params.n_ctx_orig = 4096;
+                   return Rope(ctx, a, pos, params);
+                 }));
+  for (int64_t n_q : {1, 512}) {
+    TESSERA_RETURN_IF_ERROR(FlashAttnCase(device, *stream, lim, only, n_q));
+  }
+  TESSERA_RETURN_IF_ERROR(AddChainCase(device, *stream, only));
   return absl::OkStatus();
 }
 
@@ -293,7 +498,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.starts_with("--threads=")) {
-      if (!absl::SimpleAtoi(absl::string_view(arg).substr(10), &threads) || threads < 1) {
+      if (!absl::SimpleAtoi(absl::string_view(arg).substr(10), &threads) ||
+          threads < 1) {
         absl::FPrintF(stderr, "bad %s: want --threads=N, N >= 1\n", arg);
         return 2;
       }

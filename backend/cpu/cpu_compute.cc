@@ -2,13 +2,22 @@
 
 #include <cstdint>
 
+#include "backend/cpu/cpu_copy.h"
+#include "backend/cpu/cpu_flash_attn.h"
 #include "backend/cpu/cpu_mul_mat.h"
 #include "backend/cpu/cpu_row_ops.h"
 #include "graph/reference.h"
 
 namespace tessera {
 size_t CpuWorkSize(const Tensor& node, int nth) {
-  return node.op == Op::kMulMat ? MulMatWorkSize(node, nth) : 0;
+  switch (node.op) {
+    case Op::kMulMat:
+      return MulMatWorkSize(node, nth);
+    case Op::kFlashAttnExt:
+      return FlashAttnWorkSize(node, nth);
+    default:
+      return 0;
+  }
 }
 
 bool CpuIsParallelWorthy(const Tensor& node) {
@@ -17,6 +26,9 @@ bool CpuIsParallelWorthy(const Tensor& node) {
   int64_t cost = node.NumElements();
   if (node.op == Op::kMulMat && node.src[0] != nullptr) {
     cost *= node.src[0]->ne[0];
+  }
+  if (node.op == Op::kFlashAttnExt && node.src[1] != nullptr) {
+    cost *= node.src[1]->ne[1];  // every output value meets every key
   }
   return cost >= kMinCost;
 }
@@ -33,6 +45,17 @@ absl::Status CpuComputeNode(Tensor& node, const CpuComputeContext& ctx) {
     case Op::kDiv:
       done = TryBinary(node, ctx);
       break;
+    case Op::kDup:
+    case Op::kCpy:
+    case Op::kCont:
+      done = TryCopy(node, ctx);
+      break;
+    case Op::kUnary:
+      done = TryUnary(node, ctx);
+      break;
+    case Op::kGlu:
+      done = TryGlu(node, ctx);
+      break;
     case Op::kNorm:
     case Op::kRmsNorm:
       done = TryNorm(node, ctx);
@@ -42,6 +65,9 @@ absl::Status CpuComputeNode(Tensor& node, const CpuComputeContext& ctx) {
       break;
     case Op::kRope:
       done = TryRope(node, ctx);
+      break;
+    case Op::kFlashAttnExt:
+      done = TryFlashAttn(node, ctx);
       break;
     default:
       break;

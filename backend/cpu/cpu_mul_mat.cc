@@ -12,7 +12,7 @@
 namespace tessera {
 namespace {
 
-enum class Path { kNone, kF32, kConvert, kQuant };
+enum class Path { kNone, kMatVec, kF32, kConvert, kQuant };
 
 bool RowStrideFits(size_t nb1, int64_t ne0) {
   return nb1 % sizeof(float) == 0 &&
@@ -37,6 +37,13 @@ Path PathFor(const Tensor& node) {
   }
   const bool blas_strides =
       RowStrideFits(b->nb[1], k) && RowStrideFits(node.nb[1], m);
+  const bool float_weights = a->type == Type::kF32 || a->type == Type::kF16 ||
+                             a->type == Type::kBF16;
+  if (float_weights && node.ne[1] <= kMaxMatVecCols &&
+      a->nb[0] == Traits(a->type).type_size && b->nb[1] % sizeof(float) == 0 &&
+      node.nb[1] % sizeof(float) == 0) {
+    return Path::kMatVec;
+  }
   switch (a->type) {
     case Type::kF32:
       return blas_strides && a->nb[0] == sizeof(float) &&
@@ -158,6 +165,26 @@ void MulMatConvert(Tensor& node, const CpuComputeContext& ctx) {
   });
 }
 
+void MulMatVec(Tensor& node, const CpuComputeContext& ctx) {
+  const Tensor& a = *node.src[0];
+  auto kernel = a.type == Type::kF32   ? ctx.kernels->mat_vec_f32
+                : a.type == Type::kF16 ? ctx.kernels->mat_vec_f16
+                                       : ctx.kernels->mat_vec_bf16;
+  ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
+    FloatMatVecArgs args;
+    args.w = Src0Row(node, r0, i12, i13);
+    args.w_row_bytes = a.nb[1];
+    args.rows = r1 - r0;
+    args.x = Src1Batch(node, i12, i13);
+    args.x_col_stride = node.src[1]->nb[1] / sizeof(float);
+    args.cols = node.ne[1];
+    args.k = a.ne[0];
+    args.dst = DstAt(node, r0, i12, i13);
+    args.dst_col_stride = node.nb[1] / sizeof(float);
+    kernel(args);
+  });
+}
+
 using QuantMatMulFn = void (*)(const QuantMatMulArgs&);
 
 // The product kernel of a Path::kQuant weight type.
@@ -222,6 +249,7 @@ size_t MulMatWorkSize(const Tensor& node, int nth) {
       return static_cast<size_t>(b.ne[1] * b.ne[2] * b.ne[3]) *
              ActRowBytes(node.src[0]->ne[0]);
     }
+    case Path::kMatVec:
     case Path::kF32:
     case Path::kNone:
       break;
@@ -232,6 +260,10 @@ size_t MulMatWorkSize(const Tensor& node, int nth) {
 bool TryMulMat(Tensor& node, const CpuComputeContext& ctx) {
   const Path path = PathFor(node);
   if (path == Path::kNone) return false;
+  if (path == Path::kMatVec) {
+    MulMatVec(node, ctx);
+    return true;
+  }
   if (path == Path::kQuant) {
     MulMatQuant(node, ctx);
     return true;

@@ -3,10 +3,14 @@
 
 // Fast MUL_MAT of the CPU device (ggml's semantics: dst[i1, i0] = dot(row
 // i0 of src0, row i1 of src1), broadcast of src0 over dims 2 and 3):
-//  - F32 src0: OpenBLAS sgemm, one thread's rows per call, OpenBLAS itself
-//    single-threaded (the device's team is the parallelism).
-//  - F16 and BF16 src0: bands of rows converted to F32 in scratch memory,
-//    then sgemm.
+//  - F32, F16 and BF16 src0 with at most kMaxMatVecCols src1 columns: the
+//    level's float matrix-vector kernels, which read src0 once, converting
+//    in registers, split over src0 rows.
+//  - F32 src0 with more columns: OpenBLAS sgemm, one thread's rows per
+//    call, OpenBLAS itself single-threaded (the device's team is the
+//    parallelism).
+//  - F16 and BF16 src0 with more columns: bands of rows converted to F32
+//    in scratch memory, then sgemm.
 //  - Q8_0, Q4_0 and the K-quant (Q4_K, Q5_K, Q6_K) src0: src1 quantized to
 //    8-bit blocks of 32 in scratch memory (all threads, then a barrier),
 //    then integer dot products of the level's kernels, split over src0 rows.

@@ -84,6 +84,46 @@ bool TryBinary(Tensor& node, const CpuComputeContext& ctx) {
   return true;
 }
 
+bool TryUnary(Tensor& node, const CpuComputeContext& ctx) {
+  const auto op = static_cast<UnaryOp>(node.op_params[0]);
+  if (!SameShapeF32(node) || (op != UnaryOp::kSilu && op != UnaryOp::kGelu)) {
+    return false;
+  }
+  const Tensor& a = *node.src[0];
+  const ActKind kind = op == UnaryOp::kSilu ? ActKind::kSilu : ActKind::kGelu;
+  ForEachRow(node, ctx, [&](int64_t i1, int64_t i2, int64_t i3) {
+    ctx.kernels->act(kind, Row(a, i1, i2, i3), nullptr, Row(node, i1, i2, i3),
+                     node.ne[0]);
+  });
+  return true;
+}
+
+bool TryGlu(Tensor& node, const CpuComputeContext& ctx) {
+  const Tensor* a = node.src[0];
+  const Tensor* b = node.src[1];
+  const auto op = static_cast<GluOp>(node.op_params[0]);
+  if (!IsF32Rows(&node) || !IsF32Rows(a) || node.IsEmpty() ||
+      (op != GluOp::kSwiGlu && op != GluOp::kGeGlu)) {
+    return false;
+  }
+  const int64_t n = node.ne[0];
+  if (b != nullptr ? !IsF32Rows(b) || !SameShape(*a, node) ||
+                         !SameShape(*b, node)
+                   : a->ne[0] != 2 * n || a->ne[1] != node.ne[1] ||
+                         a->ne[2] != node.ne[2] || a->ne[3] != node.ne[3]) {
+    return false;
+  }
+  const bool swapped = node.op_params[1] != 0;
+  const ActKind kind = op == GluOp::kSwiGlu ? ActKind::kSilu : ActKind::kGelu;
+  ForEachRow(node, ctx, [&](int64_t i1, int64_t i2, int64_t i3) {
+    const float* x = Row(*a, i1, i2, i3);
+    const float* g = b != nullptr ? Row(*b, i1, i2, i3) : x + n;
+    if (swapped) std::swap(x, g);
+    ctx.kernels->act(kind, x, g, Row(node, i1, i2, i3), n);
+  });
+  return true;
+}
+
 bool TryNorm(Tensor& node, const CpuComputeContext& ctx) {
   const float eps = node.param<float>(0);
   if (!SameShapeF32(node) || !(eps >= 0.0f)) return false;

@@ -213,7 +213,8 @@ absl::Status CpuStream::RunGraph(const std::vector<Tensor*>& nodes) {
       (reinterpret_cast<uintptr_t>(work_.get()) + kAlign - 1) / kAlign *
       kAlign);
 
-  // 2. Run the stages, a barrier after each; after it, all threads read
+  // 2. Run the stages, a barrier after each when the team runs them; after
+  //    it, all threads read
   //    the same failed_at and stop at the same stage. failed_at only
   //    decreases, and only nodes of the current or earlier stages fail.
   const CpuKernels* kernels = &device_.kernels();
@@ -229,7 +230,11 @@ absl::Status CpuStream::RunGraph(const std::vector<Tensor*>& nodes) {
   };
   auto team_barrier = [this] { pool_->Barrier(); };
   auto no_barrier = [] {};
-  pool_->Run([&](int ith) {
+  // A graph without a parallel stage runs on this thread alone: the
+  // helpers are not woken at all.
+  const bool team = std::any_of(stages.begin(), stages.end(),
+                                [](const Stage& s) { return s.parallel; });
+  auto run = [&](int ith) {
     for (const Stage& stage : stages) {
       if (stage.parallel) {
         const CpuComputeContext ctx{.ith = ith,
@@ -253,10 +258,15 @@ absl::Status CpuStream::RunGraph(const std::vector<Tensor*>& nodes) {
           }
         }
       }
-      pool_->Barrier();
+      if (team) pool_->Barrier();
       if (failed_at.load(std::memory_order_relaxed) < stage.end) return;
     }
-  });
+  };
+  if (team) {
+    pool_->Run(run);
+  } else {
+    run(0);
+  }
   const size_t failed = failed_at.load(std::memory_order_relaxed);
   if (failed == std::numeric_limits<size_t>::max()) return absl::OkStatus();
   return Prefixed(

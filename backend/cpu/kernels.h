@@ -38,7 +38,58 @@ struct QuantMatMulArgs {
   int64_t dst_col_stride;  // floats between destination columns
 };
 
+// Most activation columns a float matrix-vector product takes at once.
+inline constexpr int64_t kMaxMatVecCols = 8;
+
+// A product of F32, F16 or BF16 weights (rows of k values) and at most
+// kMaxMatVecCols F32 activation columns of k values: for r < rows and
+// c < cols,
+//   dst[c * dst_col_stride + r] = dot(weight row r, x column c).
+// Weights are converted in registers and read once.
+struct FloatMatVecArgs {
+  const char* w;       // weight row 0
+  size_t w_row_bytes;  // bytes between weight rows
+  int64_t rows;
+  const float* x;        // column 0
+  int64_t x_col_stride;  // floats between columns
+  int64_t cols;          // 1..kMaxMatVecCols
+  int64_t k;
+  float* dst;
+  int64_t dst_col_stride;  // floats between destination columns
+};
+
+// One block of flash attention with online softmax: nq F32 query rows
+// against n F32 key and value rows. For each query i, with its running
+// maximum m[i], sum l[i] and output accumulator acc[i * dv, +dv):
+//   s_j = scale * dot(q_i, k_j), softcapped to softcap * tanh(s_j /
+//   softcap) when softcap != 0, plus bias[i * n + j] (bias may be null;
+//   -inf excludes key j, and its k and v rows are then not used: they may
+//   hold anything, NaN included);
+//   m' = max(m[i], max_j s_j); acc, l *= e^(m[i] - m'); then acc += e^(s_j -
+//   m') v_j and l += e^(s_j - m') over j; m[i] = m'.
+// Rows start at -inf, 0 and zeros; the output is acc / l (0 where l is 0).
+struct AttnBlockArgs {
+  const float* q;  // nq rows of d floats, contiguous
+  int64_t nq;
+  const float* k;  // n rows of d floats, contiguous
+  const float* v;  // n rows of dv floats, contiguous
+  const float* bias;
+  int64_t n;
+  int64_t d;
+  int64_t dv;
+  float scale;
+  float softcap;
+  float* scores;  // n floats of scratch
+  float* m;
+  float* l;
+  float* acc;
+};
+
 enum class BinaryKind { kAdd, kSub, kMul, kDiv };
+
+// Activations: SiLU x / (1 + e^-x) and GELU in its tanh form
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+enum class ActKind { kSilu, kGelu };
 
 struct CpuKernels {
   SimdLevel level;
@@ -51,12 +102,25 @@ struct CpuKernels {
   void (*mul_mat_q4_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q5_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q6_k)(const QuantMatMulArgs& args);
+  // Float weights times few activation columns, by weight type.
+  void (*mat_vec_f32)(const FloatMatVecArgs& args);
+  void (*mat_vec_f16)(const FloatMatVecArgs& args);
+  void (*mat_vec_bf16)(const FloatMatVecArgs& args);
+  void (*attn_block)(const AttnBlockArgs& args);
   // Converts `n` F16 or BF16 values to F32.
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
   void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  // Converts `n` F32 values to F16 or BF16, rounding to nearest even (as
+  // Fp32ToFp16 and Fp32ToBf16 do).
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
+  void (*f32_to_bf16)(const float* x, uint16_t* y, int64_t n);
   // dst[i] = a[i] op b[i] for i < n (dst may alias a or b).
   void (*binary)(BinaryKind kind, const float* a, const float* b, float* dst,
                  int64_t n);
+  // dst[i] = act(x[i]) * g[i], or act(x[i]) when g is null, for i < n
+  // (dst may alias x or g).
+  void (*act)(ActKind kind, const float* x, const float* g, float* dst,
+              int64_t n);
   // dst = x / sqrt(mean(x^2) + eps) (rms) or (x - mean) / sqrt(var + eps);
   // dst may alias x.
   void (*norm)(const float* x, float* dst, int64_t n, float eps, bool rms);

@@ -32,6 +32,17 @@ void F16ToF32(const uint16_t* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
 }
 
+void F32ToF16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(y + i),
+        _mm512_cvtps_ph(_mm512_loadu_ps(x + i),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i) y[i] = Fp32ToFp16(x[i]);
+}
+
 float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -170,6 +181,27 @@ __m256i KDot(__m256i w, __m256i q) {
 
 #include "backend/cpu/kernels_kquant_x86.inc"
 
+struct FloatVec {
+  using V = __m512;
+  static constexpr int kWidth = 16;
+  static constexpr int kMaxAcc = 16;
+  static V Zero() { return _mm512_setzero_ps(); }
+  static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static float Sum(V v) { return _mm512_reduce_add_ps(v); }
+  static V LoadF32(const float* p) { return _mm512_loadu_ps(p); }
+  static V LoadF16(const uint16_t* p) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static V LoadBF16(const uint16_t* p) {
+    const __m512i h = _mm512_cvtepu16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+};
+
+#include "backend/cpu/kernels_mat_vec_x86.inc"
+
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
 
@@ -183,9 +215,16 @@ const CpuKernels kKernels = {
     .mul_mat_q4_k = MulMatQ4K,
     .mul_mat_q5_k = MulMatQ5K,
     .mul_mat_q6_k = MulMatQ6K,
+    .mat_vec_f32 = MatVec<F32Weights>,
+    .mat_vec_f16 = MatVec<F16Weights>,
+    .mat_vec_bf16 = MatVec<BF16Weights>,
+    .attn_block = AttnBlockGeneric,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
+    .f32_to_f16 = F32ToF16,
+    .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,
+    .act = ActGeneric,
     .norm = NormGeneric,
     .soft_max = SoftMaxGeneric,
     .rope = RopeGeneric,

@@ -20,6 +20,10 @@ void F16ToF32(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = Fp16ToFp32(x[i]);
 }
 
+void F32ToF16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Fp32ToFp16(x[i]);
+}
+
 // Integer dot product of one weight block (values w) and one activation
 // block, scaled: the block's contribution to the row dot product.
 template <typename Block>
@@ -155,6 +159,42 @@ void MulMatKQuant(const QuantMatMulArgs& a) {
   }
 }
 
+// Weight element readers of the float products.
+struct F32Weights {
+  using T = float;
+  static float Get(T v) { return v; }
+};
+struct F16Weights {
+  using T = uint16_t;
+  static float Get(T v) { return Fp16ToFp32(v); }
+};
+struct BF16Weights {
+  using T = uint16_t;
+  static float Get(T v) {
+    return std::bit_cast<float>(static_cast<uint32_t>(v) << 16);
+  }
+};
+
+template <typename W>
+void MatVec(const FloatMatVecArgs& a) {
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const auto* w =
+        reinterpret_cast<const typename W::T*>(a.w + r * a.w_row_bytes);
+    for (int64_t c = 0; c < a.cols; ++c) {
+      const float* x = a.x + c * a.x_col_stride;
+      float part[kLanes] = {};
+      int64_t i = 0;
+      for (; i + kLanes <= a.k; i += kLanes) {
+        for (int l = 0; l < kLanes; ++l) part[l] += W::Get(w[i + l]) * x[i + l];
+      }
+      float sum = 0.0f;
+      for (int l = 0; l < kLanes; ++l) sum += part[l];
+      for (; i < a.k; ++i) sum += W::Get(w[i]) * x[i];
+      a.dst[c * a.dst_col_stride + r] = sum;
+    }
+  }
+}
+
 }  // namespace
 
 const CpuKernels kKernels = {
@@ -165,9 +205,16 @@ const CpuKernels kKernels = {
     .mul_mat_q4_k = MulMatKQuant<BlockQ4_K>,
     .mul_mat_q5_k = MulMatKQuant<BlockQ5_K>,
     .mul_mat_q6_k = MulMatKQuant<BlockQ6_K>,
+    .mat_vec_f32 = MatVec<F32Weights>,
+    .mat_vec_f16 = MatVec<F16Weights>,
+    .mat_vec_bf16 = MatVec<BF16Weights>,
+    .attn_block = AttnBlockGeneric,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
+    .f32_to_f16 = F32ToF16,
+    .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,
+    .act = ActGeneric,
     .norm = NormGeneric,
     .soft_max = SoftMaxGeneric,
     .rope = RopeGeneric,

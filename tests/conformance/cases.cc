@@ -431,6 +431,14 @@ void AddElementwiseCases(CaseList& cases) {
                    op == UnaryOp::kGelu ? kNmseTranscendental : kNmseF32, -1.0f,
                    1.0f});
   }
+  // The activations over both signs' saturating ranges.
+  for (UnaryOp op : {UnaryOp::kSilu, UnaryOp::kGelu}) {
+    fns.push_back(
+        {absl::StrCat("UNARY ", std::string(UnaryOpName(op)), " wide"),
+         [op](Context& c, Tensor* a) { return Unary(c, a, op); },
+         op == UnaryOp::kGelu ? kNmseTranscendental : kNmseF32, -12.0f,
+         12.0f});
+  }
   for (const Fn& fn : fns) {
     for (const Variant& v : variants) {
       for (Type t : {kF32, kF16, kBF16}) {
@@ -482,6 +490,15 @@ void AddGluCases(CaseList& cases) {
                        return Glu(c, a, b, op);
                      }));
     }
+    // Rows longer than a vector, inputs over both signs' saturating
+    // ranges.
+    cases.Add(absl::StrCat(name, " split wide ", Operand(kF32, {200, 3})),
+              f32_nmse,
+              WithInput(kF32, {200, 3}, kC,
+                        [op](Context& c, Tensor* a) {
+                          return GluSplit(c, a, op, false);
+                        }),
+              -12.0f, 12.0f);
   }
 }
 
@@ -621,6 +638,14 @@ void AddMulMatCases(CaseList& cases) {
       {7, 33, 3, {2, 1}, {4, 1}, kC, kC, true},
       {33, 4, 5, {3, 1}, {3, 1}, kP, kP, true},
       {64, 7, 0, {1, 1}, {1, 1}, kC, kC, true},
+      // Every column count of the float matrix-vector kernels, with rows
+      // not a multiple of their tiles and k not a multiple of a vector.
+      {1000, 9, 8, {1, 1}, {1, 1}, kC, kC, true},
+      {133, 11, 2, {1, 1}, {1, 1}, kC, kC, true},
+      {131, 6, 3, {1, 1}, {1, 1}, kC, kC, true},
+      {96, 5, 4, {2, 1}, {4, 1}, kC, kC, false},
+      {45, 13, 6, {1, 1}, {1, 1}, kC, kC, true},
+      {160, 3, 7, {1, 1}, {1, 1}, kC, kP, false},
   };
   for (Type t : {kF32, kF16, kBF16, kQ8_0, kQ4_0}) {
     const double nmse =
@@ -831,6 +856,11 @@ void AddFlashAttnCases(CaseList& cases) {
       {32, 32, 4, 16, 6, 6, 1, kF16, {16, 4, 1, 1}, 8.0f, 0.0f, false},
       {16, 24, 3, 10, 2, 2, 1, std::nullopt, {}, 0.0f, 0.0f, false},
       {32, 32, 5, 12, 4, 2, 1, kF16, {12, 5, 1, 1}, 0.0f, 0.0f, true},
+      // Several key tiles, GQA groups of 4 over blocks of query rows, a
+      // causal-style mask, ALiBi and softcap across tiles.
+      {64, 48, 9, 150, 8, 2, 1, kF16, {150, 9, 1, 1}, 0.0f, 0.0f, false},
+      {32, 32, 3, 200, 4, 4, 2, kF32, {200, 3, 1, 2}, 4.0f, 10.0f, false},
+      {48, 48, 1, 130, 20, 1, 1, kF16, {130, 1, 1, 1}, 0.0f, 0.0f, true},
   };
   for (Type kv : {kF16, kF32}) {
     for (const Variant& v : variants) {

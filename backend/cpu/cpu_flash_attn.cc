@@ -1,0 +1,203 @@
+#include "backend/cpu/cpu_flash_attn.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/work_split.h"
+#include "graph/position_encoding.h"
+#include "graph/type.h"
+
+namespace tessera {
+namespace {
+
+// Queries of one unit of work and keys of one tile.
+constexpr int64_t kMaxQueries = 16;
+constexpr int64_t kTileKeys = 64;
+
+bool RowsOf(const Tensor* t, bool f16_allowed) {
+  return t != nullptr && t->data != nullptr &&
+         (t->type == Type::kF32 || (f16_allowed && t->type == Type::kF16)) &&
+         t->nb[0] == Traits(t->type).type_size;
+}
+
+bool Fits(const Tensor& node) {
+  const Tensor* q = node.src[0];
+  const Tensor* k = node.src[1];
+  const Tensor* v = node.src[2];
+  const Tensor* mask = node.src[3];
+  if (!RowsOf(&node, false) || !RowsOf(q, false) || !RowsOf(k, true) ||
+      !RowsOf(v, true) || node.IsEmpty() || k->ne[0] != q->ne[0] ||
+      k->ne[1] <= 0 || k->ne[2] <= 0 || k->ne[3] <= 0 ||
+      q->ne[2] % k->ne[2] != 0 || q->ne[3] % k->ne[3] != 0 ||
+      v->ne[1] != k->ne[1] || v->ne[2] != k->ne[2] || v->ne[3] != k->ne[3] ||
+      node.ne[0] != v->ne[0] || node.ne[1] != q->ne[2] ||
+      node.ne[2] != q->ne[1] || node.ne[3] != q->ne[3]) {
+    return false;
+  }
+  return mask == nullptr ||
+         (RowsOf(mask, true) && mask->ne[0] == k->ne[1] &&
+          mask->ne[1] >= q->ne[1] && mask->ne[2] > 0 && mask->ne[3] > 0 &&
+          q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0);
+}
+
+// How a node's queries are grouped into units.
+struct Units {
+  int64_t heads;       // query heads per unit (sharing one k/v head)
+  int64_t rows;        // query rows per unit
+  int64_t head_parts;  // units over one k/v head's query heads
+  int64_t row_parts;   // units over the query rows
+  int64_t count;
+};
+
+Units UnitsOf(const Tensor& node) {
+  const Tensor& q = *node.src[0];
+  const Tensor& k = *node.src[1];
+  const int64_t group = q.ne[2] / k.ne[2];
+  Units u;
+  u.heads = std::min(group, kMaxQueries);
+  u.rows = std::min(q.ne[1], std::max<int64_t>(1, kMaxQueries / u.heads));
+  u.head_parts = (group + u.heads - 1) / u.heads;
+  u.row_parts = (q.ne[1] + u.rows - 1) / u.rows;
+  u.count = q.ne[3] * k.ne[2] * u.head_parts * u.row_parts;
+  return u;
+}
+
+// Floats of one thread's scratch: queries, key and value tiles, bias,
+// scores, m, l and accumulators.
+size_t ScratchFloats(const Tensor& node) {
+  const int64_t d = node.src[0]->ne[0];
+  const int64_t dv = node.src[2]->ne[0];
+  const size_t floats = kMaxQueries * d + kTileKeys * (d + dv) +
+                        kMaxQueries * kTileKeys + kTileKeys + 2 * kMaxQueries +
+                        kMaxQueries * dv;
+  return (floats + 15) / 16 * 16;  // 64-byte multiples
+}
+
+const char* At(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
+  return static_cast<const char*>(t.data) + i1 * t.nb[1] + i2 * t.nb[2] +
+         i3 * t.nb[3];
+}
+
+// n values of an F32 or F16 row as floats.
+void LoadFloats(const CpuKernels& kernels, const Tensor& t, const char* row,
+                float* dst, int64_t n) {
+  if (t.type == Type::kF16) {
+    kernels.f16_to_f32(reinterpret_cast<const uint16_t*>(row), dst, n);
+  } else {
+    std::memcpy(dst, row, n * sizeof(float));
+  }
+}
+
+void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
+             int64_t unit, float* scratch) {
+  const Tensor& q = *node.src[0];
+  const Tensor& k = *node.src[1];
+  const Tensor& v = *node.src[2];
+  const Tensor* mask = node.src[3];
+  const int64_t d = q.ne[0];
+  const int64_t dv = v.ne[0];
+  const int64_t n_kv = k.ne[1];
+  const int64_t group = q.ne[2] / k.ne[2];
+  const float max_bias = node.param<float>(1);
+  // 1. Which queries: unit = ((batch * kv heads + kv head) * head_parts +
+  //    head part) * row_parts + row part.
+  const int64_t row_part = unit % u.row_parts;
+  const int64_t head_part = (unit / u.row_parts) % u.head_parts;
+  const int64_t kh = (unit / (u.row_parts * u.head_parts)) % k.ne[2];
+  const int64_t batch = unit / (u.row_parts * u.head_parts * k.ne[2]);
+  const int64_t kb = batch / (q.ne[3] / k.ne[3]);
+  const int64_t head0 = kh * group + head_part * u.heads;
+  const int64_t heads = std::min(u.heads, (kh + 1) * group - head0);
+  const int64_t row0 = row_part * u.rows;
+  const int64_t rows = std::min(u.rows, q.ne[1] - row0);
+  const int64_t nq =
+      heads * rows;  // query i: head head0 + i / rows, row i % rows
+
+  float* qs = scratch;
+  float* ks = qs + kMaxQueries * d;
+  float* vs = ks + kTileKeys * d;
+  float* bias = vs + kTileKeys * dv;
+  float* scores = bias + kMaxQueries * kTileKeys;
+  float* m = scores + kTileKeys;
+  float* l = m + kMaxQueries;
+  float* acc = l + kMaxQueries;
+  for (int64_t i = 0; i < nq; ++i) {
+    LoadFloats(*ctx.kernels, q, At(q, row0 + i % rows, head0 + i / rows, batch),
+               qs + i * d, d);
+    m[i] = -std::numeric_limits<float>::infinity();
+    l[i] = 0.0f;
+  }
+  std::fill(acc, acc + nq * dv, 0.0f);
+
+  // 2. Key/value tiles: convert, add the masks' bias, run the block kernel.
+  AttnBlockArgs args;
+  args.q = qs;
+  args.nq = nq;
+  args.k = ks;
+  args.v = vs;
+  args.bias = mask != nullptr ? bias : nullptr;
+  args.d = d;
+  args.dv = dv;
+  args.scale = node.param<float>(0);
+  args.softcap = node.param<float>(2);
+  args.scores = scores;
+  args.m = m;
+  args.l = l;
+  args.acc = acc;
+  for (int64_t j0 = 0; j0 < n_kv; j0 += kTileKeys) {
+    const int64_t n = std::min(kTileKeys, n_kv - j0);
+    for (int64_t j = 0; j < n; ++j) {
+      LoadFloats(*ctx.kernels, k, At(k, j0 + j, kh, kb), ks + j * d, d);
+      LoadFloats(*ctx.kernels, v, At(v, j0 + j, kh, kb), vs + j * dv, dv);
+    }
+    if (mask != nullptr) {
+      for (int64_t i = 0; i < nq; ++i) {
+        const int64_t head = head0 + i / rows;
+        const char* row = At(*mask, row0 + i % rows, head % mask->ne[2],
+                             batch % mask->ne[3]) +
+                          j0 * mask->nb[0];
+        float* b = bias + i * n;
+        LoadFloats(*ctx.kernels, *mask, row, b, n);
+        const float slope = AlibiSlope(max_bias, head, q.ne[2]);
+        if (slope != 1.0f) {
+          for (int64_t j = 0; j < n; ++j) b[j] *= slope;
+        }
+      }
+    }
+    args.n = n;
+    ctx.kernels->attn_block(args);
+  }
+
+  // 3. Normalize and store: dst row (head, query row, batch).
+  for (int64_t i = 0; i < nq; ++i) {
+    float* out = reinterpret_cast<float*>(
+        static_cast<char*>(node.data) + (head0 + i / rows) * node.nb[1] +
+        (row0 + i % rows) * node.nb[2] + batch * node.nb[3]);
+    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+    for (int64_t t = 0; t < dv; ++t) out[t] = acc[i * dv + t] * inv;
+  }
+}
+
+}  // namespace
+
+size_t FlashAttnWorkSize(const Tensor& node, int nth) {
+  if (!Fits(node)) return 0;
+  return static_cast<size_t>(nth) * ScratchFloats(node) * sizeof(float);
+}
+
+bool TryFlashAttn(Tensor& node, const CpuComputeContext& ctx) {
+  if (!Fits(node)) return false;
+  const Units u = UnitsOf(node);
+  float* scratch =
+      reinterpret_cast<float*>(ctx.work) + ctx.ith * ScratchFloats(node);
+  const WorkRange mine = WorkPart(u.count, ctx.ith, ctx.nth);
+  for (int64_t unit = mine.begin; unit < mine.end; ++unit) {
+    RunUnit(node, ctx, u, unit, scratch);
+  }
+  return true;
+}
+
+}  // namespace tessera
