@@ -9,10 +9,13 @@
 //   - remote: a tesserad started here as its own process
 //            (--devices=cpu --threads=2), weights uploaded over gRPC.
 // Each mode processes a prompt of --prompt tokens (micro-batches of
-// --ubatch) from an empty cache, then decodes --decode tokens, one Process
-// call per token, after a warm-up that builds and allocates the graphs. The
-// three modes of a type are loaded together and run in turn, --rounds
-// times, so that they see the same machine load; rows give the medians.
+// --ubatch) from an empty cache, then decodes --decode tokens, one
+// ProcessGreedy call per token (the next token only: remote reads back the
+// daemon's ARGMAX, not the logits), after a warm-up that builds and
+// allocates the graphs and an untimed check round that reads every row of
+// logits (Process). The three modes of a type are loaded together and run
+// in turn, --rounds timed rounds, so that they see the same machine load;
+// rows give the medians.
 // Remote rows add the daemon's cost per decoded token (remote ms/token
 // minus local ms/token).
 //
@@ -28,9 +31,10 @@
 //
 // Correctness: local decodes greedily; the other modes are fed local's
 // tokens (teacher-forced), and their argmax of the prompt's last row and of
-// each decode step is compared with local's, with the largest logit error
-// relative to the row's largest logit. Where an argmax differs, local's
-// gap between its two best logits is printed next to the error.
+// each decode step (check round) is compared with local's, with the
+// largest logit error relative to the row's largest logit. Where an argmax
+// differs, local's gap between its two best logits is printed next to the
+// error.
 //
 // Collectives of tp: the runner and the meta device time none (MetaStream
 // only counts the last graph's collectives, and the runner keeps its
@@ -545,15 +549,19 @@ struct Mode {
   uint64_t bytes_per_token = 0;
   std::vector<double> prompt_s;  // per round
   std::vector<double> decode_s;
-  // Round 0: the argmax of the prompt's last row and of each decode step,
-  // and every row of logits (prompt rows, then one per decode step).
+  // The check round: the argmax of the prompt's last row and of each
+  // decode step, and every row of logits (prompt rows, then one per decode
+  // step).
   std::vector<int32_t> tokens;
   std::vector<float> logits;
-  // tp: collectives of round 0.
+  // Tokens of the timed rounds (ProcessGreedy) unequal to the check
+  // round's.
+  int64_t greedy_differ = 0;
+  // tp: collectives of the check round.
   int64_t prompt_collectives = 0;
   std::vector<CountingCommunicator::Call> token_collectives;
   double replay_us = 0;
-  // CPU seconds spent during the decode steps, all rounds: by this process,
+  // CPU seconds spent during the decode steps, timed rounds: by this process,
   // and by the daemon (remote).
   double decode_cpu_self_s = 0;
   double decode_cpu_daemon_s = 0;
@@ -626,45 +634,54 @@ absl::Status WarmUp(LlamaRunner& runner, const Config& c) {
 
 // One round of `m`: the prompt from an empty sequence, then c.decode steps,
 // each fed `forced[i]` (local's greedy tokens) or, with `forced` empty, its
-// own greedy token. Round 0 keeps the tokens and logits and, for tp, the
-// collectives.
+// own greedy token. The check round (`check`, untimed) reads every row of
+// logits (Process) and keeps them, the tokens and, for tp, the
+// collectives; timed rounds decode as a greedy caller does
+// (ProcessGreedy: remote reads back only the argmax) and count the tokens
+// that differ from the check round's.
 absl::Status Round(Mode& m, const Config& c,
-                   absl::Span<const int32_t> forced, bool first) {
+                   absl::Span<const int32_t> forced, bool check) {
   LlamaRunner& runner = *m.runner;
-  const int64_t n_vocab = runner.config().n_vocab;
   runner.Reset();
   if (m.counting != nullptr) m.counting->Take();
-  auto start = Clock::now();
-  TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits,
-                           runner.Process(Prompt(c)));
-  m.prompt_s.push_back(SecondsSince(start));
-  std::vector<int32_t> tokens = {ArgmaxToken(
-      absl::MakeConstSpan(logits).subspan(logits.size() - n_vocab))};
-  if (first) m.logits = logits;
-  if (m.counting != nullptr && first) {
-    m.prompt_collectives = static_cast<int64_t>(m.counting->Take().size());
-  }
-  const double self_before = SelfCpuSeconds();
-  const double daemon_before = ProcessCpuSeconds(m.daemon_pid);
-  start = Clock::now();
-  for (int i = 0; i < c.decode; ++i) {
-    const int32_t next = forced.empty() ? tokens.back() : forced[i];
-    TESSERA_ASSIGN_OR_RETURN(logits, runner.Process({next}));
-    tokens.push_back(ArgmaxToken(logits));
-    if (first) m.logits.insert(m.logits.end(), logits.begin(), logits.end());
-  }
-  m.decode_s.push_back(SecondsSince(start));
-  m.decode_cpu_self_s += SelfCpuSeconds() - self_before;
-  m.decode_cpu_daemon_s += ProcessCpuSeconds(m.daemon_pid) - daemon_before;
-  if (first) {
-    m.tokens = std::move(tokens);
+  if (check) {
+    TESSERA_ASSIGN_OR_RETURN(m.logits, runner.Process(Prompt(c)));
+    const int64_t n_vocab = runner.config().n_vocab;
+    m.tokens = {ArgmaxToken(
+        absl::MakeConstSpan(m.logits).subspan(m.logits.size() - n_vocab))};
+    if (m.counting != nullptr) {
+      m.prompt_collectives = static_cast<int64_t>(m.counting->Take().size());
+    }
+    for (int i = 0; i < c.decode; ++i) {
+      const int32_t next = forced.empty() ? m.tokens.back() : forced[i];
+      TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits,
+                               runner.Process({next}));
+      m.tokens.push_back(ArgmaxToken(logits));
+      m.logits.insert(m.logits.end(), logits.begin(), logits.end());
+    }
     if (m.counting != nullptr) {
       const std::vector<CountingCommunicator::Call> calls = m.counting->Take();
       const size_t per_token =
           calls.size() % c.decode == 0 ? calls.size() / c.decode : calls.size();
       m.token_collectives.assign(calls.begin(), calls.begin() + per_token);
     }
+    return absl::OkStatus();
   }
+  auto start = Clock::now();
+  TESSERA_ASSIGN_OR_RETURN(int32_t token, runner.ProcessGreedy(Prompt(c)));
+  m.prompt_s.push_back(SecondsSince(start));
+  m.greedy_differ += token != m.tokens[0];
+  const double self_before = SelfCpuSeconds();
+  const double daemon_before = ProcessCpuSeconds(m.daemon_pid);
+  start = Clock::now();
+  for (int i = 0; i < c.decode; ++i) {
+    const int32_t next = forced.empty() ? m.tokens[i] : forced[i];
+    TESSERA_ASSIGN_OR_RETURN(token, runner.ProcessGreedy({next}));
+    m.greedy_differ += token != m.tokens[i + 1];
+  }
+  m.decode_s.push_back(SecondsSince(start));
+  m.decode_cpu_self_s += SelfCpuSeconds() - self_before;
+  m.decode_cpu_daemon_s += ProcessCpuSeconds(m.daemon_pid) - daemon_before;
   return absl::OkStatus();
 }
 
@@ -810,11 +827,12 @@ absl::Status Main(const Config& c) {
     for (Mode& m : modes) {
       TESSERA_RETURN_IF_ERROR(In(name + " " + m.name, WarmUp(*m.runner, c)));
     }
-    // Local's greedy tokens first; every round runs the modes in turn, so
-    // that they see the same machine load.
-    for (int round = 0; round < c.rounds; ++round) {
+    // The check round (local's greedy tokens first), then the timed ones;
+    // every round runs the modes in turn, so that they see the same machine
+    // load.
+    for (int round = 0; round <= c.rounds; ++round) {
       for (Mode& m : modes) {
-        const bool greedy = &m == &local && round == 0;
+        const bool greedy = &m == &local;
         TESSERA_RETURN_IF_ERROR(
             In(name + " " + m.name,
                Round(m, c,
@@ -834,6 +852,12 @@ absl::Status Main(const Config& c) {
       const double decode_tps = c.decode / decode_s;
       const double limit_tps = bw * 1e9 / m.bytes_per_token;
       std::string agree = "(reference)", err = "-";
+      if (m.greedy_differ != 0) {
+        footnotes.push_back(absl::StrFormat(
+            "%s %s: %d timed-round tokens (ProcessGreedy) differ from its "
+            "check round's argmax",
+            name, m.name, m.greedy_differ));
+      }
       if (&m != &local) {
         const Agreement a = Compare(m, local, c);
         agree = absl::StrFormat("%s %d/%d", a.equal == a.compared ? "yes" : "NO",
