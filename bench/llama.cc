@@ -13,9 +13,10 @@
 // ProcessGreedy call per token (the next token only: remote reads back the
 // daemon's ARGMAX, not the logits), after a warm-up that builds and
 // allocates the graphs and an untimed check round that reads every row of
-// logits (Process). The three modes of a type are loaded together and run
-// in turn, --rounds timed rounds, so that they see the same machine load;
-// rows give the medians.
+// logits (Process). The three modes of a type are loaded together; in each
+// of --rounds timed rounds they take turns token by token (decode step i of
+// every mode before step i + 1), so that they see the same machine load;
+// rows give the medians over the rounds.
 // Remote rows add the daemon's cost per decoded token (remote ms/token
 // minus local ms/token).
 //
@@ -632,56 +633,77 @@ absl::Status WarmUp(LlamaRunner& runner, const Config& c) {
   return absl::OkStatus();
 }
 
-// One round of `m`: the prompt from an empty sequence, then c.decode steps,
-// each fed `forced[i]` (local's greedy tokens) or, with `forced` empty, its
-// own greedy token. The check round (`check`, untimed) reads every row of
-// logits (Process) and keeps them, the tokens and, for tp, the
-// collectives; timed rounds decode as a greedy caller does
-// (ProcessGreedy: remote reads back only the argmax) and count the tokens
-// that differ from the check round's.
-absl::Status Round(Mode& m, const Config& c,
-                   absl::Span<const int32_t> forced, bool check) {
+// Prefixes `status` with what was being measured.
+absl::Status In(const std::string& what, absl::Status status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(what, ": ", status.message()));
+}
+
+// The check round of `m` (untimed): the prompt from an empty sequence,
+// then c.decode steps, each fed `forced[i]` (local's greedy tokens) or,
+// with `forced` empty, its own greedy token; keeps every row of logits
+// (Process), the argmax of each and, for tp, the collectives.
+absl::Status CheckRound(Mode& m, const Config& c,
+                        absl::Span<const int32_t> forced) {
   LlamaRunner& runner = *m.runner;
   runner.Reset();
   if (m.counting != nullptr) m.counting->Take();
-  if (check) {
-    TESSERA_ASSIGN_OR_RETURN(m.logits, runner.Process(Prompt(c)));
-    const int64_t n_vocab = runner.config().n_vocab;
-    m.tokens = {ArgmaxToken(
-        absl::MakeConstSpan(m.logits).subspan(m.logits.size() - n_vocab))};
-    if (m.counting != nullptr) {
-      m.prompt_collectives = static_cast<int64_t>(m.counting->Take().size());
-    }
-    for (int i = 0; i < c.decode; ++i) {
-      const int32_t next = forced.empty() ? m.tokens.back() : forced[i];
-      TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits,
-                               runner.Process({next}));
-      m.tokens.push_back(ArgmaxToken(logits));
-      m.logits.insert(m.logits.end(), logits.begin(), logits.end());
-    }
-    if (m.counting != nullptr) {
-      const std::vector<CountingCommunicator::Call> calls = m.counting->Take();
-      const size_t per_token =
-          calls.size() % c.decode == 0 ? calls.size() / c.decode : calls.size();
-      m.token_collectives.assign(calls.begin(), calls.begin() + per_token);
-    }
-    return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(m.logits, runner.Process(Prompt(c)));
+  const int64_t n_vocab = runner.config().n_vocab;
+  m.tokens = {ArgmaxToken(
+      absl::MakeConstSpan(m.logits).subspan(m.logits.size() - n_vocab))};
+  if (m.counting != nullptr) {
+    m.prompt_collectives = static_cast<int64_t>(m.counting->Take().size());
   }
-  auto start = Clock::now();
-  TESSERA_ASSIGN_OR_RETURN(int32_t token, runner.ProcessGreedy(Prompt(c)));
-  m.prompt_s.push_back(SecondsSince(start));
-  m.greedy_differ += token != m.tokens[0];
-  const double self_before = SelfCpuSeconds();
-  const double daemon_before = ProcessCpuSeconds(m.daemon_pid);
-  start = Clock::now();
   for (int i = 0; i < c.decode; ++i) {
-    const int32_t next = forced.empty() ? m.tokens[i] : forced[i];
-    TESSERA_ASSIGN_OR_RETURN(token, runner.ProcessGreedy({next}));
-    m.greedy_differ += token != m.tokens[i + 1];
+    const int32_t next = forced.empty() ? m.tokens.back() : forced[i];
+    TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits,
+                             runner.Process({next}));
+    m.tokens.push_back(ArgmaxToken(logits));
+    m.logits.insert(m.logits.end(), logits.begin(), logits.end());
   }
-  m.decode_s.push_back(SecondsSince(start));
-  m.decode_cpu_self_s += SelfCpuSeconds() - self_before;
-  m.decode_cpu_daemon_s += ProcessCpuSeconds(m.daemon_pid) - daemon_before;
+  if (m.counting != nullptr) {
+    const std::vector<CountingCommunicator::Call> calls = m.counting->Take();
+    const size_t per_token =
+        calls.size() % c.decode == 0 ? calls.size() / c.decode : calls.size();
+    m.token_collectives.assign(calls.begin(), calls.begin() + per_token);
+  }
+  return absl::OkStatus();
+}
+
+// One timed round of every mode, decoding as a greedy caller does
+// (ProcessGreedy: remote reads back only the argmax): each mode's prompt in
+// turn, then decode step i of every mode before step i + 1, so that the
+// modes' times per token are taken side by side under the same machine
+// load. Every mode is fed `forced` (local's greedy tokens) and counts the
+// tokens that differ from its check round's.
+absl::Status TimedRound(absl::Span<Mode> modes, const Config& c,
+                        absl::Span<const int32_t> forced) {
+  for (Mode& m : modes) {
+    m.runner->Reset();
+    if (m.counting != nullptr) m.counting->Take();
+    const auto start = Clock::now();
+    const absl::StatusOr<int32_t> token = m.runner->ProcessGreedy(Prompt(c));
+    if (!token.ok()) return In(m.name, token.status());
+    m.prompt_s.push_back(SecondsSince(start));
+    m.greedy_differ += *token != m.tokens[0];
+    m.decode_s.push_back(0);
+  }
+  for (int i = 0; i < c.decode; ++i) {
+    for (Mode& m : modes) {
+      const double self_before = SelfCpuSeconds();
+      const double daemon_before = ProcessCpuSeconds(m.daemon_pid);
+      const auto start = Clock::now();
+      const absl::StatusOr<int32_t> token =
+          m.runner->ProcessGreedy({forced[i]});
+      if (!token.ok()) return In(m.name, token.status());
+      m.decode_s.back() += SecondsSince(start);
+      m.decode_cpu_self_s += SelfCpuSeconds() - self_before;
+      m.decode_cpu_daemon_s += ProcessCpuSeconds(m.daemon_pid) - daemon_before;
+      m.greedy_differ += *token != m.tokens[i + 1];
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -741,13 +763,6 @@ Agreement Compare(const Mode& m, const Mode& local, const Config& c) {
         m.tokens[t], local.tokens[t], (row[0] - row[1]) / scale, errors[r]));
   }
   return a;
-}
-
-// Prefixes `status` with what was being measured.
-absl::Status In(const std::string& what, absl::Status status) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat(what, ": ", status.message()));
 }
 
 absl::Status Main(const Config& c) {
@@ -827,20 +842,20 @@ absl::Status Main(const Config& c) {
     for (Mode& m : modes) {
       TESSERA_RETURN_IF_ERROR(In(name + " " + m.name, WarmUp(*m.runner, c)));
     }
-    // The check round (local's greedy tokens first), then the timed ones;
-    // every round runs the modes in turn, so that they see the same machine
-    // load.
-    for (int round = 0; round <= c.rounds; ++round) {
-      for (Mode& m : modes) {
-        const bool greedy = &m == &local;
-        TESSERA_RETURN_IF_ERROR(
-            In(name + " " + m.name,
-               Round(m, c,
-                     greedy ? absl::Span<const int32_t>()
-                            : absl::MakeConstSpan(local.tokens).subspan(
-                                  0, c.decode),
-                     round == 0)));
-      }
+    // The check round (local's greedy tokens first), then the timed ones.
+    for (Mode& m : modes) {
+      TESSERA_RETURN_IF_ERROR(In(
+          name + " " + m.name,
+          CheckRound(m, c,
+                     &m == &local ? absl::Span<const int32_t>()
+                                  : absl::MakeConstSpan(local.tokens)
+                                        .subspan(0, c.decode))));
+    }
+    for (int round = 0; round < c.rounds; ++round) {
+      TESSERA_RETURN_IF_ERROR(In(
+          name, TimedRound(absl::MakeSpan(modes), c,
+                           absl::MakeConstSpan(local.tokens)
+                               .subspan(0, c.decode))));
     }
     TESSERA_ASSIGN_OR_RETURN(tp.replay_us,
                              ReplayMicros(*tp.host, tp.token_collectives, 200));
