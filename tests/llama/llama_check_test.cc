@@ -199,7 +199,9 @@ LlamaRunnerOptions Options() {
 // logits against `ref` within `bound` and, with `tokens_equal`, the greedy
 // tokens. Then runs them again with ProcessGreedy (remote: the daemon's
 // ARGMAX, no logits read back), whose tokens must be the argmax of each
-// row of the first pass.
+// row of the first pass, and, with `tokens_equal`, generates with
+// GenerateGreedy (its own tokens fed back), which must give the
+// reference's.
 void Check(LlamaRunner& runner, const Reference& ref, double bound,
            bool tokens_equal, const std::string& what) {
   absl::StatusOr<std::vector<float>> prompt = runner.Process(Prompt());
@@ -241,6 +243,14 @@ void Check(LlamaRunner& runner, const Reference& ref, double bound,
   EXPECT_EQ(runner.n_past(), kPrompt + kDecode);
   EXPECT_EQ(runner.ProcessGreedy({}).status().code(),
             absl::StatusCode::kInvalidArgument);
+
+  if (tokens_equal) {
+    runner.Reset();
+    absl::StatusOr<std::vector<int32_t>> generated =
+        GenerateGreedy(runner, Prompt(), kDecode);
+    ASSERT_TRUE(generated.ok()) << generated.status();
+    EXPECT_EQ(*generated, ref.tokens) << what << " GenerateGreedy";
+  }
 }
 
 // pp stages of tp CPU members (one thread each) grouped by a meta device
