@@ -9,10 +9,14 @@
 //   - remote: a tesserad started here as its own process
 //            (--devices=cpu --threads=2), weights uploaded over gRPC.
 // Each mode processes a prompt of --prompt tokens (micro-batches of
-// --ubatch) from an empty cache, then decodes --decode tokens, one Process
-// call per token, after a warm-up that builds and allocates the graphs. The
-// three modes of a type are loaded together and run in turn, --rounds
-// times, so that they see the same machine load; rows give the medians.
+// --ubatch) from an empty cache, then decodes --decode tokens, one
+// ProcessGreedy call per token (the next token only: remote reads back the
+// daemon's ARGMAX, not the logits), after a warm-up that builds and
+// allocates the graphs and an untimed check round that reads every row of
+// logits (Process). The three modes of a type are loaded together; in each
+// of --rounds timed rounds they take turns token by token (decode step i of
+// every mode before step i + 1), so that they see the same machine load;
+// rows give the medians over the rounds.
 // Remote rows add the daemon's cost per decoded token (remote ms/token
 // minus local ms/token).
 //
@@ -28,9 +32,10 @@
 //
 // Correctness: local decodes greedily; the other modes are fed local's
 // tokens (teacher-forced), and their argmax of the prompt's last row and of
-// each decode step is compared with local's, with the largest logit error
-// relative to the row's largest logit. Where an argmax differs, local's
-// gap between its two best logits is printed next to the error.
+// each decode step (check round) is compared with local's, with the
+// largest logit error relative to the row's largest logit. Where an argmax
+// differs, local's gap between its two best logits is printed next to the
+// error.
 //
 // Collectives of tp: the runner and the meta device time none (MetaStream
 // only counts the last graph's collectives, and the runner keeps its
@@ -545,15 +550,19 @@ struct Mode {
   uint64_t bytes_per_token = 0;
   std::vector<double> prompt_s;  // per round
   std::vector<double> decode_s;
-  // Round 0: the argmax of the prompt's last row and of each decode step,
-  // and every row of logits (prompt rows, then one per decode step).
+  // The check round: the argmax of the prompt's last row and of each
+  // decode step, and every row of logits (prompt rows, then one per decode
+  // step).
   std::vector<int32_t> tokens;
   std::vector<float> logits;
-  // tp: collectives of round 0.
+  // Tokens of the timed rounds (ProcessGreedy) unequal to the check
+  // round's.
+  int64_t greedy_differ = 0;
+  // tp: collectives of the check round.
   int64_t prompt_collectives = 0;
   std::vector<CountingCommunicator::Call> token_collectives;
   double replay_us = 0;
-  // CPU seconds spent during the decode steps, all rounds: by this process,
+  // CPU seconds spent during the decode steps, timed rounds: by this process,
   // and by the daemon (remote).
   double decode_cpu_self_s = 0;
   double decode_cpu_daemon_s = 0;
@@ -624,45 +633,75 @@ absl::Status WarmUp(LlamaRunner& runner, const Config& c) {
   return absl::OkStatus();
 }
 
-// One round of `m`: the prompt from an empty sequence, then c.decode steps,
-// each fed `forced[i]` (local's greedy tokens) or, with `forced` empty, its
-// own greedy token. Round 0 keeps the tokens and logits and, for tp, the
-// collectives.
-absl::Status Round(Mode& m, const Config& c,
-                   absl::Span<const int32_t> forced, bool first) {
+// Prefixes `status` with what was being measured.
+absl::Status In(const std::string& what, absl::Status status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(what, ": ", status.message()));
+}
+
+// The check round of `m` (untimed): the prompt from an empty sequence,
+// then c.decode steps, each fed `forced[i]` (local's greedy tokens) or,
+// with `forced` empty, its own greedy token; keeps every row of logits
+// (Process), the argmax of each and, for tp, the collectives.
+absl::Status CheckRound(Mode& m, const Config& c,
+                        absl::Span<const int32_t> forced) {
   LlamaRunner& runner = *m.runner;
-  const int64_t n_vocab = runner.config().n_vocab;
   runner.Reset();
   if (m.counting != nullptr) m.counting->Take();
-  auto start = Clock::now();
-  TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits,
-                           runner.Process(Prompt(c)));
-  m.prompt_s.push_back(SecondsSince(start));
-  std::vector<int32_t> tokens = {ArgmaxToken(
-      absl::MakeConstSpan(logits).subspan(logits.size() - n_vocab))};
-  if (first) m.logits = logits;
-  if (m.counting != nullptr && first) {
+  TESSERA_ASSIGN_OR_RETURN(m.logits, runner.Process(Prompt(c)));
+  const int64_t n_vocab = runner.config().n_vocab;
+  m.tokens = {ArgmaxToken(
+      absl::MakeConstSpan(m.logits).subspan(m.logits.size() - n_vocab))};
+  if (m.counting != nullptr) {
     m.prompt_collectives = static_cast<int64_t>(m.counting->Take().size());
   }
-  const double self_before = SelfCpuSeconds();
-  const double daemon_before = ProcessCpuSeconds(m.daemon_pid);
-  start = Clock::now();
   for (int i = 0; i < c.decode; ++i) {
-    const int32_t next = forced.empty() ? tokens.back() : forced[i];
-    TESSERA_ASSIGN_OR_RETURN(logits, runner.Process({next}));
-    tokens.push_back(ArgmaxToken(logits));
-    if (first) m.logits.insert(m.logits.end(), logits.begin(), logits.end());
+    const int32_t next = forced.empty() ? m.tokens.back() : forced[i];
+    TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits,
+                             runner.Process({next}));
+    m.tokens.push_back(ArgmaxToken(logits));
+    m.logits.insert(m.logits.end(), logits.begin(), logits.end());
   }
-  m.decode_s.push_back(SecondsSince(start));
-  m.decode_cpu_self_s += SelfCpuSeconds() - self_before;
-  m.decode_cpu_daemon_s += ProcessCpuSeconds(m.daemon_pid) - daemon_before;
-  if (first) {
-    m.tokens = std::move(tokens);
-    if (m.counting != nullptr) {
-      const std::vector<CountingCommunicator::Call> calls = m.counting->Take();
-      const size_t per_token =
-          calls.size() % c.decode == 0 ? calls.size() / c.decode : calls.size();
-      m.token_collectives.assign(calls.begin(), calls.begin() + per_token);
+  if (m.counting != nullptr) {
+    const std::vector<CountingCommunicator::Call> calls = m.counting->Take();
+    const size_t per_token =
+        calls.size() % c.decode == 0 ? calls.size() / c.decode : calls.size();
+    m.token_collectives.assign(calls.begin(), calls.begin() + per_token);
+  }
+  return absl::OkStatus();
+}
+
+// One timed round of every mode, decoding as a greedy caller does
+// (ProcessGreedy: remote reads back only the argmax): each mode's prompt in
+// turn, then decode step i of every mode before step i + 1, so that the
+// modes' times per token are taken side by side under the same machine
+// load. Every mode is fed `forced` (local's greedy tokens) and counts the
+// tokens that differ from its check round's.
+absl::Status TimedRound(absl::Span<Mode> modes, const Config& c,
+                        absl::Span<const int32_t> forced) {
+  for (Mode& m : modes) {
+    m.runner->Reset();
+    if (m.counting != nullptr) m.counting->Take();
+    const auto start = Clock::now();
+    const absl::StatusOr<int32_t> token = m.runner->ProcessGreedy(Prompt(c));
+    if (!token.ok()) return In(m.name, token.status());
+    m.prompt_s.push_back(SecondsSince(start));
+    m.greedy_differ += *token != m.tokens[0];
+    m.decode_s.push_back(0);
+  }
+  for (int i = 0; i < c.decode; ++i) {
+    for (Mode& m : modes) {
+      const double self_before = SelfCpuSeconds();
+      const double daemon_before = ProcessCpuSeconds(m.daemon_pid);
+      const auto start = Clock::now();
+      const absl::StatusOr<int32_t> token =
+          m.runner->ProcessGreedy({forced[i]});
+      if (!token.ok()) return In(m.name, token.status());
+      m.decode_s.back() += SecondsSince(start);
+      m.decode_cpu_self_s += SelfCpuSeconds() - self_before;
+      m.decode_cpu_daemon_s += ProcessCpuSeconds(m.daemon_pid) - daemon_before;
+      m.greedy_differ += *token != m.tokens[i + 1];
     }
   }
   return absl::OkStatus();
@@ -724,13 +763,6 @@ Agreement Compare(const Mode& m, const Mode& local, const Config& c) {
         m.tokens[t], local.tokens[t], (row[0] - row[1]) / scale, errors[r]));
   }
   return a;
-}
-
-// Prefixes `status` with what was being measured.
-absl::Status In(const std::string& what, absl::Status status) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat(what, ": ", status.message()));
 }
 
 absl::Status Main(const Config& c) {
@@ -810,19 +842,20 @@ absl::Status Main(const Config& c) {
     for (Mode& m : modes) {
       TESSERA_RETURN_IF_ERROR(In(name + " " + m.name, WarmUp(*m.runner, c)));
     }
-    // Local's greedy tokens first; every round runs the modes in turn, so
-    // that they see the same machine load.
+    // The check round (local's greedy tokens first), then the timed ones.
+    for (Mode& m : modes) {
+      TESSERA_RETURN_IF_ERROR(In(
+          name + " " + m.name,
+          CheckRound(m, c,
+                     &m == &local ? absl::Span<const int32_t>()
+                                  : absl::MakeConstSpan(local.tokens)
+                                        .subspan(0, c.decode))));
+    }
     for (int round = 0; round < c.rounds; ++round) {
-      for (Mode& m : modes) {
-        const bool greedy = &m == &local && round == 0;
-        TESSERA_RETURN_IF_ERROR(
-            In(name + " " + m.name,
-               Round(m, c,
-                     greedy ? absl::Span<const int32_t>()
-                            : absl::MakeConstSpan(local.tokens).subspan(
-                                  0, c.decode),
-                     round == 0)));
-      }
+      TESSERA_RETURN_IF_ERROR(In(
+          name, TimedRound(absl::MakeSpan(modes), c,
+                           absl::MakeConstSpan(local.tokens)
+                               .subspan(0, c.decode))));
     }
     TESSERA_ASSIGN_OR_RETURN(tp.replay_us,
                              ReplayMicros(*tp.host, tp.token_collectives, 200));
@@ -834,6 +867,12 @@ absl::Status Main(const Config& c) {
       const double decode_tps = c.decode / decode_s;
       const double limit_tps = bw * 1e9 / m.bytes_per_token;
       std::string agree = "(reference)", err = "-";
+      if (m.greedy_differ != 0) {
+        footnotes.push_back(absl::StrFormat(
+            "%s %s: %d timed-round tokens (ProcessGreedy) differ from its "
+            "check round's argmax",
+            name, m.name, m.greedy_differ));
+      }
       if (&m != &local) {
         const Agreement a = Compare(m, local, c);
         agree = absl::StrFormat("%s %d/%d", a.equal == a.compared ? "yes" : "NO",

@@ -7,6 +7,7 @@
 #include "backend/alloc/tensor_allocator.h"
 #include "base/status_macros.h"
 #include "client/remote_buffer.h"
+#include "graph/ops.h"
 
 namespace tessera {
 namespace {
@@ -182,6 +183,10 @@ absl::StatusOr<LlamaRunner::BatchGraph*> LlamaRunner::GraphFor(
   TESSERA_ASSIGN_OR_RETURN(
       g.fwd, BuildLlamaForward(*g.ctx, config_, weights_, cache_, n_tokens));
   if (client_ != nullptr) {
+    // Greedy decoding reads back this index instead of the logits.
+    TESSERA_ASSIGN_OR_RETURN(g.argmax, Argmax(*g.ctx, g.fwd->logits));
+    g.argmax->name = "argmax";
+    TESSERA_RETURN_IF_ERROR(g.fwd->graph.Expand(g.argmax));
     client::RemoteGraph::Options ro;
     ro.devices = {remote_device_};
     TESSERA_ASSIGN_OR_RETURN(
@@ -202,8 +207,8 @@ LlamaRunner::BatchInputs LlamaRunner::MakeInputs(
   return in;
 }
 
-absl::StatusOr<std::vector<float>> LlamaRunner::Process(
-    absl::Span<const int32_t> tokens) {
+absl::Status LlamaRunner::CheckTokens(
+    absl::Span<const int32_t> tokens) const {
   if (n_past_ + static_cast<int64_t>(tokens.size()) > cache_.n_ctx) {
     return absl::OutOfRangeError(
         absl::StrCat("[LlamaRunner] ", n_past_, " + ", tokens.size(),
@@ -215,17 +220,40 @@ absl::StatusOr<std::vector<float>> LlamaRunner::Process(
                      config_.n_vocab);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> LlamaRunner::Process(
+    absl::Span<const int32_t> tokens) {
+  TESSERA_RETURN_IF_ERROR(CheckTokens(tokens));
   std::vector<float> logits(tokens.size() * config_.n_vocab);
-  TESSERA_RETURN_IF_ERROR(client_ != nullptr
-                              ? RunRemote(tokens, logits.data())
-                              : RunLocal(tokens, logits.data()));
-  n_past_ += static_cast<int64_t>(tokens.size());
+  TESSERA_RETURN_IF_ERROR(Run(tokens, logits.data(), nullptr));
   return logits;
 }
 
+absl::StatusOr<int32_t> LlamaRunner::ProcessGreedy(
+    absl::Span<const int32_t> tokens) {
+  if (tokens.empty()) return Invalid("no tokens to process");
+  TESSERA_RETURN_IF_ERROR(CheckTokens(tokens));
+  int32_t next = 0;
+  TESSERA_RETURN_IF_ERROR(Run(tokens, nullptr, &next));
+  return next;
+}
+
+absl::Status LlamaRunner::Run(absl::Span<const int32_t> tokens, float* logits,
+                              int32_t* next) {
+  TESSERA_RETURN_IF_ERROR(client_ != nullptr
+                              ? RunRemote(tokens, logits, next)
+                              : RunLocal(tokens, logits, next));
+  n_past_ += static_cast<int64_t>(tokens.size());
+  return absl::OkStatus();
+}
+
 absl::Status LlamaRunner::RunLocal(absl::Span<const int32_t> tokens,
-                                   float* logits) {
+                                   float* logits, int32_t* next) {
   // Queue every micro-batch (pipelined over the devices), then wait.
+  const int64_t n_vocab = config_.n_vocab;
+  std::vector<float> last_row;  // for `next` without `logits`
   int64_t pos = n_past_;
   for (size_t begin = 0; begin < tokens.size();) {
     const int64_t n = std::min<int64_t>(options_.n_ubatch,
@@ -247,31 +275,53 @@ absl::Status LlamaRunner::RunLocal(absl::Span<const int32_t> tokens,
         f.mask->buffer->SetTensor(*f.mask, in.mask.data(), 0,
                                   f.mask->NumBytes()));
     TESSERA_RETURN_IF_ERROR(sched_->ComputeAsync(f.graph));
-    TESSERA_RETURN_IF_ERROR(
-        sched_->GetTensorAsync(*f.logits, logits + begin * config_.n_vocab, 0,
-                               f.logits->NumBytes()));
     begin += n;
     pos += n;
+    if (logits != nullptr) {
+      TESSERA_RETURN_IF_ERROR(sched_->GetTensorAsync(
+          *f.logits, logits + (begin - n) * n_vocab, 0, f.logits->NumBytes()));
+    } else if (next != nullptr && begin == tokens.size()) {
+      last_row.resize(n_vocab);
+      const size_t row_bytes = n_vocab * sizeof(float);
+      TESSERA_RETURN_IF_ERROR(sched_->GetTensorAsync(
+          *f.logits, last_row.data(), (n - 1) * row_bytes, row_bytes));
+    }
   }
-  return sched_->Synchronize();
+  TESSERA_RETURN_IF_ERROR(sched_->Synchronize());
+  if (next != nullptr) {
+    *next = logits != nullptr
+                ? ArgmaxToken(absl::MakeConstSpan(
+                      logits + (tokens.size() - 1) * n_vocab, n_vocab))
+                : ArgmaxToken(last_row);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status LlamaRunner::RunRemote(absl::Span<const int32_t> tokens,
-                                    float* logits) {
+                                    float* logits, int32_t* next) {
   // Executions of one registered graph are submitted back to back and
   // received in order; the stream is drained before another graph runs
-  // (each graph has its own stream, and they share the cache).
+  // (each graph has its own stream, and they share the cache). Each reads
+  // back its logits when `logits` is wanted, the last one its ARGMAX when
+  // `next` is, and otherwise nothing.
   struct Pending {
     BatchGraph* graph;
-    BatchInputs inputs;
-    float* out;
+    float* logits;     // or null
+    int32_t* argmax;   // [n_tokens], or null
   };
   std::vector<Pending> pending;
+  std::vector<int32_t> argmax;  // the last micro-batch's
   auto drain = [&]() -> absl::Status {
-    for (Pending& p : pending) {
-      const LlamaForward& f = *p.graph->fwd;
-      const client::TensorOutput out{f.logits, p.out, f.logits->NumBytes()};
-      TESSERA_RETURN_IF_ERROR(p.graph->remote->Receive({out}));
+    for (const Pending& p : pending) {
+      const BatchGraph& g = *p.graph;
+      std::vector<client::TensorOutput> outs;
+      if (p.logits != nullptr) {
+        outs.push_back({g.fwd->logits, p.logits, g.fwd->logits->NumBytes()});
+      }
+      if (p.argmax != nullptr) {
+        outs.push_back({g.argmax, p.argmax, g.argmax->NumBytes()});
+      }
+      TESSERA_RETURN_IF_ERROR(g.remote->Receive(outs));
     }
     pending.clear();
     return absl::OkStatus();
@@ -284,10 +334,7 @@ absl::Status LlamaRunner::RunRemote(absl::Span<const int32_t> tokens,
     if (!pending.empty() && pending.back().graph != g) {
       TESSERA_RETURN_IF_ERROR(drain());
     }
-    pending.push_back(
-        {g, MakeInputs(tokens.subspan(begin, n), pos),
-         logits + begin * config_.n_vocab});
-    const BatchInputs& in = pending.back().inputs;
+    const BatchInputs in = MakeInputs(tokens.subspan(begin, n), pos);
     const LlamaForward& f = *g->fwd;
     const client::TensorInput inputs[] = {
         {f.tokens, in.tokens.data(), f.tokens->NumBytes()},
@@ -295,12 +342,25 @@ absl::Status LlamaRunner::RunRemote(absl::Span<const int32_t> tokens,
         {f.cache_rows, in.positions.data(), f.cache_rows->NumBytes()},
         {f.mask, in.mask.data(), f.mask->NumBytes()},
     };
-    const Tensor* outputs[] = {f.logits};
+    Pending p{g, nullptr, nullptr};
+    std::vector<const Tensor*> outputs;
+    if (logits != nullptr) {
+      p.logits = logits + begin * config_.n_vocab;
+      outputs.push_back(f.logits);
+    }
+    if (next != nullptr && begin + n == tokens.size()) {
+      argmax.resize(n);
+      p.argmax = argmax.data();
+      outputs.push_back(g->argmax);
+    }
     TESSERA_RETURN_IF_ERROR(g->remote->Submit(inputs, outputs));
+    pending.push_back(p);
     begin += n;
     pos += n;
   }
-  return drain();
+  TESSERA_RETURN_IF_ERROR(drain());
+  if (next != nullptr) *next = argmax.back();
+  return absl::OkStatus();
 }
 
 int32_t ArgmaxToken(absl::Span<const float> row) {
@@ -311,17 +371,14 @@ int32_t ArgmaxToken(absl::Span<const float> row) {
 absl::StatusOr<std::vector<int32_t>> GenerateGreedy(
     LlamaRunner& runner, absl::Span<const int32_t> prompt, int n_predict,
     const std::function<void(int32_t)>& on_token) {
-  const int64_t n_vocab = runner.config().n_vocab;
   std::vector<int32_t> out;
   if (n_predict <= 0) return out;
-  TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits, runner.Process(prompt));
+  TESSERA_ASSIGN_OR_RETURN(int32_t next, runner.ProcessGreedy(prompt));
   for (int i = 0; i < n_predict; ++i) {
-    const int32_t next = ArgmaxToken(absl::MakeConstSpan(logits).subspan(
-        logits.size() - n_vocab, n_vocab));
     out.push_back(next);
     if (on_token) on_token(next);
     if (i + 1 < n_predict) {
-      TESSERA_ASSIGN_OR_RETURN(logits, runner.Process({next}));
+      TESSERA_ASSIGN_OR_RETURN(next, runner.ProcessGreedy({next}));
     }
   }
   return out;

@@ -28,6 +28,8 @@
 //   std::vector<float> logits = runner->Process(prompt).value();
 //   int32_t next = Argmax(last row of logits) ...
 //   logits = runner->Process({next}).value();
+//   // or, greedy, without the logits:
+//   next = runner->ProcessGreedy({next}).value();
 //
 // Not thread-safe. The GgufFile must outlive Create (weights are copied to
 // the devices), the devices and the client the runner.
@@ -103,13 +105,22 @@ class LlamaRunner {
   // for a token id outside the vocabulary; the devices' errors (the
   // sequence is then left as it was before the call).
   absl::StatusOr<std::vector<float>> Process(absl::Span<const int32_t> tokens);
+  // Appends `tokens` as Process does and returns the most likely next
+  // token: the first maximum of the last token's logits (ArgmaxToken).
+  // Remote mode reads back no logits, only that index (an ARGMAX node the
+  // daemon computes), and nothing for the earlier micro-batches. Errors:
+  // as Process.
+  absl::StatusOr<int32_t> ProcessGreedy(absl::Span<const int32_t> tokens);
 
  private:
   // A forward graph of one batch size, with where it runs.
   struct BatchGraph {
     std::unique_ptr<Context> ctx;
     std::unique_ptr<LlamaForward> fwd;
-    std::unique_ptr<client::RemoteGraph> remote;  // remote mode
+    // Remote mode: the registered graph, and the ARGMAX of the logits
+    // (I32 [n_tokens]) added to it.
+    std::unique_ptr<client::RemoteGraph> remote;
+    Tensor* argmax = nullptr;
   };
   // Host inputs of one micro-batch.
   struct BatchInputs {
@@ -126,8 +137,16 @@ class LlamaRunner {
   absl::Status Upload();
   absl::StatusOr<BatchGraph*> GraphFor(int64_t n_tokens);
   BatchInputs MakeInputs(absl::Span<const int32_t> tokens, int64_t pos) const;
-  absl::Status RunLocal(absl::Span<const int32_t> tokens, float* logits);
-  absl::Status RunRemote(absl::Span<const int32_t> tokens, float* logits);
+  absl::Status CheckTokens(absl::Span<const int32_t> tokens) const;
+  // Run `tokens` (CheckTokens passed) and advance n_past. Results: every
+  // token's logits into `logits` (when not null) and the last token's
+  // argmax into `next` (when not null).
+  absl::Status Run(absl::Span<const int32_t> tokens, float* logits,
+                   int32_t* next);
+  absl::Status RunLocal(absl::Span<const int32_t> tokens, float* logits,
+                        int32_t* next);
+  absl::Status RunRemote(absl::Span<const int32_t> tokens, float* logits,
+                         int32_t* next);
 
   const GgufFile& file_;
   const LlamaConfig config_;

@@ -197,7 +197,11 @@ LlamaRunnerOptions Options() {
 
 // Runs the prompt and the teacher-forced decode on `runner`; checks the
 // logits against `ref` within `bound` and, with `tokens_equal`, the greedy
-// tokens.
+// tokens. Then runs them again with ProcessGreedy (remote: the daemon's
+// ARGMAX, no logits read back), whose tokens must be the argmax of each
+// row of the first pass, and, with `tokens_equal`, generates with
+// GenerateGreedy (its own tokens fed back), which must give the
+// reference's.
 void Check(LlamaRunner& runner, const Reference& ref, double bound,
            bool tokens_equal, const std::string& what) {
   absl::StatusOr<std::vector<float>> prompt = runner.Process(Prompt());
@@ -223,6 +227,30 @@ void Check(LlamaRunner& runner, const Reference& ref, double bound,
               what.c_str(), prompt_err, decode_err, bound);
   EXPECT_LE(prompt_err, bound) << what;
   EXPECT_LE(decode_err, bound) << what;
+
+  runner.Reset();
+  const auto row = [&](int r) {
+    return ArgmaxToken(absl::MakeConstSpan(logits).subspan(r * kVocab, kVocab));
+  };
+  absl::StatusOr<int32_t> next = runner.ProcessGreedy(Prompt());
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, row(kPrompt - 1)) << what << " greedy prompt";
+  for (int i = 0; i < kDecode; ++i) {
+    next = runner.ProcessGreedy({ref.tokens[i]});
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(*next, row(kPrompt + i)) << what << " greedy decode step " << i;
+  }
+  EXPECT_EQ(runner.n_past(), kPrompt + kDecode);
+  EXPECT_EQ(runner.ProcessGreedy({}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  if (tokens_equal) {
+    runner.Reset();
+    absl::StatusOr<std::vector<int32_t>> generated =
+        GenerateGreedy(runner, Prompt(), kDecode);
+    ASSERT_TRUE(generated.ok()) << generated.status();
+    EXPECT_EQ(*generated, ref.tokens) << what << " GenerateGreedy";
+  }
 }
 
 // pp stages of tp CPU members (one thread each) grouped by a meta device
