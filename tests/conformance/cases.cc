@@ -36,6 +36,7 @@ double NmseForType(Type type) {
       return kNmseKQuantOut;
     case Type::kF32:
     case Type::kI32:
+    case Type::kI64:
       break;
   }
   return kNmseF32;
