@@ -5,18 +5,9 @@
 #include <cstdint>
 
 #include "backend/cpu/cpu_registry.h"
+#include "base/sanitizers.h"
 #include "backend/registry.h"
 #include "gtest/gtest.h"
-
-// Sanitizers reserve terabytes of address space, which address-space and
-// data limits cannot hold.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TESSERA_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TESSERA_SANITIZED 1
-#endif
-#endif
 
 namespace tessera {
 namespace {

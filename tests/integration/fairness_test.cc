@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "proto/tessera.grpc.pb.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/raw_graph.h"
 #include "tests/integration/metrics_scrape.h"
 
 namespace tessera {
@@ -22,10 +23,6 @@ namespace {
 
 namespace v1 = ::tessera::v1;
 
-constexpr int32_t kF32 = 0;
-constexpr int32_t kOpNone = 0;
-constexpr int32_t kOpAdd = 4;
-constexpr int32_t kOpMulMat = 19;
 
 std::unique_ptr<grpc::ClientContext> Ctx() {
   auto ctx = std::make_unique<grpc::ClientContext>();
@@ -44,17 +41,6 @@ std::string Hello(v1::Tessera::Stub& stub, const std::string& name) {
   return response.session();
 }
 
-v1::TensorDef* Tensor(v1::GraphDef& g, uint32_t id, int32_t op,
-                      std::vector<int64_t> src, std::vector<int64_t> ne) {
-  v1::TensorDef* t = g.add_tensors();
-  t->set_id(id);
-  t->set_type(kF32);
-  for (int64_t n : ne) t->add_ne(n);
-  t->set_op(op);
-  for (int64_t s : src) t->add_src(s);
-  t->set_name(absl::StrCat("t", id));
-  return t;
-}
 
 // Every leaf of `g` given inline as zeros.
 v1::ComputeRequest WithZeroInputs(const std::string& session,
@@ -63,7 +49,7 @@ v1::ComputeRequest WithZeroInputs(const std::string& session,
   request.set_session(session);
   *request.mutable_graph() = g;
   for (const v1::TensorDef& t : g.tensors()) {
-    if (t.op() != kOpNone) continue;
+    if (t.op() != testing::kRawOpNone) continue;
     int64_t n = 1;
     for (int64_t d : t.ne()) n *= d;
     v1::TensorData* in = request.add_inputs();
@@ -80,18 +66,19 @@ v1::ComputeRequest LongCompute(const std::string& session) {
   constexpr int64_t kDim = 512;
   constexpr uint32_t kLayers = 4;
   v1::GraphDef g;
-  Tensor(g, 0, kOpNone, {}, {kDim, kDim});
-  Tensor(g, 1, kOpNone, {}, {kDim, kDim});
+  testing::AddF32Tensor(g, 0, testing::kRawOpNone, {}, {kDim, kDim});
+  testing::AddF32Tensor(g, 1, testing::kRawOpNone, {}, {kDim, kDim});
   for (uint32_t i = 0; i < kLayers; ++i) {
-    Tensor(g, i + 2, kOpMulMat, {0, i + 1}, {kDim, kDim});
+    testing::AddF32Tensor(g, i + 2, testing::kRawOpMulMat, {0, i + 1},
+                          {kDim, kDim});
   }
   return WithZeroInputs(session, g, kLayers + 1);
 }
 
 v1::ComputeRequest ShortCompute(const std::string& session) {
   v1::GraphDef g;
-  Tensor(g, 0, kOpNone, {}, {4});
-  Tensor(g, 1, kOpAdd, {0, 0}, {4});
+  testing::AddF32Tensor(g, 0, testing::kRawOpNone, {}, {4});
+  testing::AddF32Tensor(g, 1, testing::kRawOpAdd, {0, 0}, {4});
   return WithZeroInputs(session, g, 1);
 }
 

@@ -14,27 +14,17 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "base/sanitizers.h"
 #include "proto/tessera.grpc.pb.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/raw_graph.h"
 
-// Sanitizers reserve terabytes of address space, which address-space and
-// data limits cannot hold.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TESSERA_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TESSERA_SANITIZED 1
-#endif
-#endif
 
 namespace tessera {
 namespace {
 
 namespace v1 = ::tessera::v1;
 
-constexpr int32_t kF32 = 0;
-constexpr int32_t kOpNone = 0;
-constexpr int32_t kOpAdd = 4;
 
 std::unique_ptr<grpc::ClientContext> Ctx() {
   auto ctx = std::make_unique<grpc::ClientContext>();
@@ -83,17 +73,6 @@ class MemoryBoundsTest : public ::testing::Test {
   std::string session_;
 };
 
-v1::TensorDef* Tensor(v1::GraphDef& g, uint32_t id, int32_t op,
-                      std::vector<int64_t> src, std::vector<int64_t> ne) {
-  v1::TensorDef* t = g.add_tensors();
-  t->set_id(id);
-  t->set_type(kF32);
-  for (int64_t n : ne) t->add_ne(n);
-  t->set_op(op);
-  for (int64_t s : src) t->add_src(s);
-  t->set_name(absl::StrCat("t", id));
-  return t;
-}
 
 // Under a data-segment limit (inherited by the daemon), cpu:2 devices
 // split what the process may use: together they promise no more than the
@@ -141,9 +120,9 @@ TEST_F(MemoryBoundsTest, AFreedBufferAGraphUsesStaysCharged) {
   v1::RegisterGraphRequest reg;
   reg.set_session(session_);
   v1::GraphDef& g = *reg.mutable_graph();
-  Tensor(g, 0, kOpNone, {}, {64})->mutable_data()->set_buffer(buffer);
-  Tensor(g, 1, kOpNone, {}, {64});
-  Tensor(g, 2, kOpAdd, {0, 1}, {64});
+  testing::AddF32Tensor(g, 0, testing::kRawOpNone, {}, {64})->mutable_data()->set_buffer(buffer);
+  testing::AddF32Tensor(g, 1, testing::kRawOpNone, {}, {64});
+  testing::AddF32Tensor(g, 2, testing::kRawOpAdd, {0, 1}, {64});
   v1::RegisterGraphResponse registered;
   grpc::Status s = stub_->RegisterGraph(Ctx().get(), reg, &registered);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -176,9 +155,9 @@ TEST_F(MemoryBoundsTest, ComputeMemoryCountsAgainstTheQuota) {
   v1::ComputeRequest request;
   request.set_session(session_);
   v1::GraphDef& g = *request.mutable_graph();
-  Tensor(g, 0, kOpNone, {}, {kFloats});
-  Tensor(g, 1, kOpAdd, {0, 0}, {kFloats});
-  Tensor(g, 2, kOpAdd, {1, 1}, {kFloats});
+  testing::AddF32Tensor(g, 0, testing::kRawOpNone, {}, {kFloats});
+  testing::AddF32Tensor(g, 1, testing::kRawOpAdd, {0, 0}, {kFloats});
+  testing::AddF32Tensor(g, 2, testing::kRawOpAdd, {1, 1}, {kFloats});
   v1::TensorData* in = request.add_inputs();
   in->set_id(0);
   in->set_data(std::string(4 * kFloats, '\0'));
