@@ -208,7 +208,10 @@ class GraphParser {
       if (!op.ok()) return fail(op.status().message());
       td.set_op(static_cast<int32_t>(op->op));
       for (int32_t p : op->op_params) td.add_op_params(p);
-      for (uint64_t src : t.src) {
+      // By index: the packed struct's src array is not 8-byte aligned, so no
+      // reference to it may be formed.
+      for (int i = 0; i < kMaxSrc; ++i) {
+        const uint64_t src = t.src[i];
         td.add_src(src == 0 ? -1
                             : static_cast<int64_t>(
                                   wire_ids_.at(by_id_.at(src))));
