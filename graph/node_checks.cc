@@ -503,4 +503,23 @@ absl::Status CheckNode(const Tensor& node, std::string_view where) {
                    [](const Tensor&, const char*) { return absl::OkStatus(); });
 }
 
+absl::Status CheckAlignment(const Tensor& t) {
+  const size_t align = TypeAlignment(t.type);
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (t.nb[i] % align != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("nb[", i, "] = ", t.nb[i], " is not a multiple of ",
+                       align, ", the alignment of ",
+                       std::string(TypeName(t.type))));
+    }
+  }
+  if (t.view_src != nullptr && t.view_offs % align != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("view_offs ", t.view_offs, " is not a multiple of ",
+                     align, ", the alignment of ",
+                     std::string(TypeName(t.type))));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tessera

@@ -46,6 +46,10 @@ absl::Status CheckNode(const Tensor& node, std::string_view where);
 // before any memory is placed, so that nothing a kernel would refuse (zero
 // heads, zero-size dimensions a source cannot broadcast over) gets that far.
 absl::Status CheckNodeShape(const Tensor& node, std::string_view where);
+// Whether kernels can read `t` with its type's alignment (TypeAlignment):
+// every stride and, for a view, its offset into the source are multiples
+// of it. Errors: INVALID_ARGUMENT naming the stride or offset.
+absl::Status CheckAlignment(const Tensor& t);
 
 }  // namespace tessera
 

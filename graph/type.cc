@@ -56,6 +56,11 @@ const TypeTraits& Traits(Type type) {
   return IsValidType(i) ? kTraits[i] : kInvalidTraits;
 }
 
+size_t TypeAlignment(Type type) {
+  const TypeTraits& t = Traits(type);
+  return t.block_size == 1 ? t.type_size : 2;
+}
+
 size_t RowSize(Type type, int64_t n) {
   const TypeTraits& t = Traits(type);
   return t.type_size * static_cast<size_t>(n / t.block_size);

@@ -37,6 +37,10 @@ const TypeTraits& Traits(Type type);
 inline std::string_view TypeName(Type type) { return Traits(type).name; }
 // Bytes of `n` values of `type`; `n` must be a multiple of the block size.
 size_t RowSize(Type type, int64_t n);
+// The alignment in bytes that kernels read a value (or block) of `type`
+// with: the scalar's size; 2 for the blocks, whose widest member is an fp16
+// scale.
+size_t TypeAlignment(Type type);
 // Whether values of `type` convert to and from float (everything but I32
 // and I64 stored as float is lossy; they convert through static_cast).
 inline bool IsFloatType(Type t) {

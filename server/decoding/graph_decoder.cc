@@ -43,6 +43,13 @@ absl::StatusOr<std::unique_ptr<DecodedGraph>> DecodeGraph(
                        " is outside buffer ", ref.buffer(), " of ", size,
                        " bytes"));
     }
+    if (const size_t align = TypeAlignment(t.type); ref.offset() % align != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data at offset ", ref.offset(), " of buffer ",
+                       ref.buffer(), " is not a multiple of ", align,
+                       ", the alignment of ",
+                       std::string(TypeName(t.type))));
+    }
     t.buffer = buffer->get();
     t.data = static_cast<char*>((*buffer)->base()) + ref.offset();
     out->buffers.push_back(*std::move(buffer));
@@ -52,6 +59,7 @@ absl::StatusOr<std::unique_ptr<DecodedGraph>> DecodeGraph(
   hooks.validate = [](const Tensor& t) -> absl::Status {
     absl::Status s = ValidateNode(t);
     if (s.ok()) s = CheckNodeShape(t, "");
+    if (s.ok()) s = CheckAlignment(t);
     if (!s.ok()) return absl::InvalidArgumentError(s.message());
     return absl::OkStatus();
   };

@@ -364,6 +364,28 @@ INSTANTIATE_TEST_SUITE_P(
                    },
                    absl::StatusCode::kInvalidArgument,
                    "data of 48 bytes at offset 1000 is outside buffer 7"},
+        RejectCase{"MisalignedData",
+                   [](v1::GraphDef& d) {
+                     auto* data = d.mutable_tensors(0)->mutable_data();
+                     data->set_buffer(7);
+                     data->set_offset(2);
+                   },
+                   absl::StatusCode::kInvalidArgument,
+                   "data at offset 2 of buffer 7 is not a multiple of 4"},
+        RejectCase{"MisalignedView",
+                   [](v1::GraphDef& d) {
+                     // c as a 4-float view at byte 2 of a's 48 bytes.
+                     auto* t = d.mutable_tensors(2);
+                     t->set_op(static_cast<int>(Op::kView));
+                     t->clear_src();
+                     t->add_src(0);
+                     t->set_view_src(0);
+                     t->set_view_offs(2);
+                     t->set_ne(1, 1);
+                     t->set_op_params(0, 2);
+                   },
+                   absl::StatusCode::kInvalidArgument,
+                   "view_offs 2 is not a multiple of 4"},
         RejectCase{"DataOffsetOverflows",
                    [](v1::GraphDef& d) {
                      auto* data = d.mutable_tensors(0)->mutable_data();
