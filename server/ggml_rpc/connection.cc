@@ -227,7 +227,7 @@ absl::Status Connection::AllocBuffer(uint64_t size) {
     TESSERA_ASSIGN_OR_RETURN(MemoryCharge charge,
                              session_->Reserve(request.size, "ALLOC_BUFFER"));
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
-                             type.Alloc(std::max<uint64_t>(request.size, 1)));
+                             type.Alloc(std::max(uint64_t{request.size}, uint64_t{1})));
     TESSERA_RETURN_IF_ERROR(buffer->Clear(0));
     const uint64_t buffer_size = buffer->size();
     TESSERA_ASSIGN_OR_RETURN(
