@@ -217,11 +217,12 @@ absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b) {
     return Error(kOp, "a ", Shape(*a), " and b ", Shape(*b),
                  " differ in element count");
   }
-  if (IsQuantized(a->type) && b->type != Type::kF32) {
+  if (IsQuantized(a->type) && b->type != Type::kF32 && b->type != a->type) {
     return Error(kOp, "quantized a (", TypeStr(a->type),
-                 ") can only be copied to f32, not ", TypeStr(b->type));
+                 ") can only be copied to f32 or its own type, not ",
+                 TypeStr(b->type));
   }
-  if (IsQuantized(b->type)) {
+  if (IsQuantized(b->type) && b->type != a->type) {
     if (!IsFloatType(a->type)) {
       return Error(kOp, "only f32, f16 or bf16 can be quantized to ",
                    TypeStr(b->type), ", got ", TypeStr(a->type));

@@ -23,7 +23,8 @@ namespace tessera {
 absl::StatusOr<Tensor*> Dup(Context& ctx, Tensor* a);
 // CPY: copies `a` into `b` converting type (same element count; b may be
 // quantized when ne[0] is a multiple of its block size, a may be quantized
-// when b is F32). Returns a view of `b`; src = {a, b}.
+// when b is F32 or of a's type, copied block by block in flat order).
+// Returns a view of `b`; src = {a, b}.
 absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b);
 // CONT: a contiguous copy of a possibly strided `a`, same type.
 absl::StatusOr<Tensor*> Cont(Context& ctx, Tensor* a);

@@ -101,6 +101,9 @@ TEST(OpsTest, CpyQuantizationRules) {
   EXPECT_TRUE(Cpy(ctx, q8, f32).ok());
   EXPECT_TRUE(Cpy(ctx, i32, f32).ok());
   EXPECT_TRUE(Cpy(ctx, f32, i32).ok());
+  // The same block type is copied block by block.
+  Tensor* q8b = New(ctx, Type::kQ8_0, {32, 4});
+  EXPECT_TRUE(Cpy(ctx, q8, q8b).ok());
   EXPECT_FALSE(Cpy(ctx, q8, f16).ok());
   EXPECT_FALSE(Cpy(ctx, q8, q4).ok());
   EXPECT_FALSE(Cpy(ctx, i32, q8).ok());

@@ -272,16 +272,18 @@ class Deriver {
     return w;
   }
 
-  absl::StatusOr<Placed> Gather(const Tensor& t, const Placed& p) {
+  // A split view whose members are not contiguous (a permuted or strided
+  // view of a split tensor) is made contiguous on each member first.
+  absl::StatusOr<Placed> Gather(const Tensor& t, const Placed& split) {
+    Placed p = split;
+    for (int i = 0; i < n_; ++i) {
+      if (p.m[i]->IsContiguous()) continue;
+      TESSERA_ASSIGN_OR_RETURN(Tensor * c, Cont(plan_.ctx, p.m[i]));
+      p.m[i] = Adopt(i, c);
+    }
     const SplitState& s = p.state;
     const int d = s.axis_index();
     Placed w{SplitState::Mirrored(), std::vector<Tensor*>(n_)};
-    for (Tensor* m : p.m) {
-      if (!m->IsContiguous()) {
-        return absl::UnimplementedError(
-            absl::StrCat("cannot gather a non-contiguous ", Describe(*m)));
-      }
-    }
     if (IsEven(s)) {
       const int64_t l = s.lengths[0];
       int64_t inner = 1, outer = 1;
@@ -320,15 +322,9 @@ class Deriver {
       return w;
     }
     // Uneven or segmented: zeros everywhere but the member's pieces, then
-    // sum; I32 (which collectives do not sum) is broadcast piece by piece.
-    // Block types have no copy into their own type.
-    if (t.type == Type::kI32) return GatherByBroadcast(t, p);
-    if (!IsReducedType(t.type)) {
-      return absl::UnimplementedError(
-          absl::StrCat("cannot gather an uneven split of ", Describe(t), " (",
-                       s.ToString(), "): its type is neither summed nor "
-                       "copied"));
-    }
+    // sum; types that collectives do not sum (integers, blocks) are
+    // broadcast piece by piece.
+    if (!IsReducedType(t.type)) return GatherByBroadcast(t, p);
     for (int i = 0; i < n_; ++i) w.m[i] = Scratch(i, t.type, t.ne);
     Collective(TpStep::Kind::kZero, w.m);
     plan_.zeros.resize(std::max(plan_.zeros.size(), w.m[0]->NumBytes()));
@@ -611,11 +607,14 @@ class Deriver {
     // vary along that axis.
     const bool indices_fit = (d == 0) || (d == 2 && c->ne[1] == 1) ||
                              (d == 3 && c->ne[2] == 1);
-    if (!whole_dst || !indices_fit) {
-      return absl::UnimplementedError(absl::StrCat(
-          "no rule for writing rows of ", Describe(*dst), " (",
-          sd.ToString(), ")"));
+    if (sd.axis == SplitAxis::kPartial || !whole_dst || !indices_fit) {
+      // No split write: the destination becomes whole in place first.
+      TESSERA_RETURN_IF_ERROR(WholeInPlace(dst));
+      TESSERA_ASSIGN_OR_RETURN(Placed wb, Whole(b));
+      return Clone(node, SplitState::Mirrored(), {wb.m, wc.m});
     }
+    // Rows written in place make a gathered copy stale.
+    whole_.erase(dst);
     TESSERA_ASSIGN_OR_RETURN(Placed * pb_ptr, Get(b));
     Placed pb = *pb_ptr;
     if (pb.state.is_split() && pb.state.SameSlices(sd) &&
@@ -625,6 +624,26 @@ class Deriver {
     TESSERA_ASSIGN_OR_RETURN(Placed wb, Whole(b));
     TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor*> bs, SliceLike(wb, *b, sd));
     return Clone(node, sd, {bs, wc.m});
+  }
+
+  // Turns `t` (placed, not a view) MIRRORED where it lies: PARTIAL is
+  // all-reduced in place; a split is gathered and the whole copied over the
+  // member's slice (every member buffer is as large as the meta buffer).
+  absl::Status WholeInPlace(Tensor* t) {
+    TESSERA_ASSIGN_OR_RETURN(Placed * p, Get(t));
+    if (p->state.axis == SplitAxis::kMirrored) return absl::OkStatus();
+    if (p->state.axis == SplitAxis::kPartial) return AllReduce(*p);
+    TESSERA_ASSIGN_OR_RETURN(Placed w, Whole(t));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor*> m,
+                             AtMeta(t, SplitState::Mirrored()));
+    for (int i = 0; i < n_; ++i) {
+      TESSERA_ASSIGN_OR_RETURN(Tensor * cpy, Cpy(plan_.ctx, w.m[i], m[i]));
+      views_.push_back(cpy);
+      Emit(i, cpy);
+    }
+    whole_.erase(t);
+    *p = Placed{SplitState::Mirrored(), std::move(m)};
+    return absl::OkStatus();
   }
 
   // FLASH_ATTN_EXT(q, k, v, mask): q split on its heads (axis 2) in whole

@@ -30,7 +30,9 @@
 //   SET_ROWS (in place): keeps its destination's state. A whole destination
 //     gets whole rows; one split on axis 0 (a KV cache [n_embd_kv, n_ctx]
 //     split by heads), or on a head axis 2/3 that the indices do not vary
-//     along, gets b split alike (or whole, sliced to match). A VIEW that
+//     along, gets b split alike (or whole, sliced to match). Any other
+//     destination (PARTIAL, split otherwise, written through a partial
+//     view) is made whole in place first and stays whole. A VIEW that
 //     only reshapes its contiguous source follows the RESHAPE rule.
 //   FLASH_ATTN_EXT(q, k, v, mask): q split on its heads (axis 2) in whole
 //     groups of the GQA ratio r, without ALiBi and with a mask broadcast
@@ -41,11 +43,11 @@
 // Collectives: PARTIAL -> whole is an in-place AllReduce; split -> whole
 // an AllGather (even split; rearranged with PERMUTE + CONT when the split
 // axis is not outermost) or, for uneven or segmented splits, zero + copy +
-// AllReduce (I32, which collectives do not sum: each piece copied into
-// scratch by its member, broadcast, and copied into place; block types:
-// UNIMPLEMENTED). Every node flagged
-// kFlagOutput, and the last node, ends
-// non-PARTIAL. Other ops (ARGSORT, CPY) have no rule.
+// AllReduce (types that collectives do not sum, integers and blocks: each
+// piece copied into scratch by its member, broadcast, and copied into
+// place). A split view whose members are not contiguous is made contiguous
+// before it is gathered. Every node flagged kFlagOutput, and the last node,
+// ends non-PARTIAL. Other ops (ARGSORT, CPY) have no rule.
 
 #include <cstdint>
 #include <memory>

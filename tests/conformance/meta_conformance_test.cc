@@ -6,8 +6,8 @@
 // member, whole blocks for quantized types, PARTIAL for F32/F16/BF16
 // inputs, and MIRRORED over 2 members) against the reference kernels.
 // Cases with an op that has no rule are left out (the device does not
-// support them; a scheduler places them elsewhere); a layout the device
-// refuses with UNIMPLEMENTED when computing is skipped and listed.
+// support them; a scheduler places them elsewhere); every layout of the
+// others must compute and match.
 
 #include <iterator>
 #include <memory>
@@ -17,7 +17,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backend/comm/host_communicator.h"
 #include "backend/cpu/cpu_registry.h"
@@ -165,12 +164,6 @@ TEST_P(MetaConformanceTest, MatchesReference) {
   const Param& p = GetParam();
   const absl::Status status =
       RunCase(*p.op_case, DeviceFor(p.n, p.state), p.seed);
-  // A layout the meta device has no program for is refused with a status
-  // when the graph is computed (the rest must match).
-  if (absl::IsInternal(status) &&
-      absl::StrContains(status.message(), "queueing: UNIMPLEMENTED")) {
-    GTEST_SKIP() << status.message();
-  }
   EXPECT_TRUE(status.ok()) << status;
 }
 
