@@ -193,16 +193,14 @@ Tensor MetaBuffer::MemberTensor(const Tensor& t, const SplitState& state,
 Tensor* MetaBuffer::StableMemberTensor(const Tensor& t, const SplitState& state,
                                        int i) {
   auto m = std::make_unique<Tensor>(MemberTensor(t, state, i));
+  MemberKey key{.data = m->data, .member = i, .type = m->type};
+  std::copy(std::begin(m->ne), std::end(m->ne), std::begin(key.ne));
+  std::copy(std::begin(m->nb), std::end(m->nb), std::begin(key.nb));
   absl::MutexLock lock(&mu_);
-  // Reuse an identical one.
-  for (const auto& s : stable_) {
-    if (s->data == m->data && s->buffer == m->buffer && SameShape(*s, *m) &&
-        s->type == m->type && std::memcmp(s->nb, m->nb, sizeof(m->nb)) == 0) {
-      return s.get();
-    }
-  }
-  stable_.push_back(std::move(m));
-  return stable_.back().get();
+  // An identical one is reused.
+  auto [it, inserted] = stable_.try_emplace(key, nullptr);
+  if (inserted) it->second = std::move(m);
+  return it->second.get();
 }
 
 absl::Status MetaBuffer::DoWrite(size_t offset, const void* data, size_t size) {

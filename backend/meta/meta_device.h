@@ -30,8 +30,10 @@
 //   weights->SetTensor(*w, data, 0, w->NumBytes());  // scatters
 //   auto stream = meta->CreateStream().value();     // or a Scheduler stage
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "backend/buffer.h"
 #include "backend/comm/communicator.h"
 #include "backend/device.h"
@@ -146,6 +149,25 @@ class MetaBuffer final : public Buffer {
   };
   Key KeyOf(const Tensor& t);
 
+  // A member tensor's identity: where it lies and how it is laid out.
+  struct MemberKey {
+    const void* data;
+    int member;
+    Type type;
+    int64_t ne[kMaxDims];
+    size_t nb[kMaxDims];
+    friend bool operator==(const MemberKey& a, const MemberKey& b) {
+      return a.data == b.data && a.member == b.member && a.type == b.type &&
+             std::equal(std::begin(a.ne), std::end(a.ne), std::begin(b.ne)) &&
+             std::equal(std::begin(a.nb), std::end(a.nb), std::begin(b.nb));
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const MemberKey& k) {
+      return H::combine(std::move(h), k.data, k.member, k.type,
+                        absl::MakeSpan(k.ne), absl::MakeSpan(k.nb));
+    }
+  };
+
   // Constant after construction.
   MetaBufferType& type_;
   const std::vector<std::unique_ptr<Buffer>> members_;
@@ -154,7 +176,8 @@ class MetaBuffer final : public Buffer {
 
   absl::Mutex mu_;
   absl::flat_hash_map<Key, SplitState> states_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<Tensor>> stable_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<MemberKey, std::unique_ptr<Tensor>> stable_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // Calls `fn(member, full_byte, member_byte, length)` for each contiguous
