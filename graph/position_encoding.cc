@@ -19,6 +19,21 @@ float YarnCorrDim(int n_dims, int n_ctx_orig, float n_rot, float base) {
 
 }  // namespace
 
+RopeCorrDims CorrDimsOf(const Tensor& node) {
+  const int n_dims = node.op_params[1];
+  const int n_ctx_orig = node.op_params[4];
+  const float freq_base = node.param<float>(5);
+  const float beta_fast = node.param<float>(9);
+  const float beta_slow = node.param<float>(10);
+  return {
+      .low = std::max(0.0f, std::floor(YarnCorrDim(n_dims, n_ctx_orig,
+                                                   beta_fast, freq_base))),
+      .high = std::min(static_cast<float>(n_dims - 1),
+                       std::ceil(YarnCorrDim(n_dims, n_ctx_orig, beta_slow,
+                                             freq_base))),
+  };
+}
+
 float AlibiSlope(float max_bias, int64_t head, int64_t n_head) {
   if (!(max_bias > 0.0f)) return 1.0f;
   int64_t h = 1;
@@ -32,19 +47,11 @@ float AlibiSlope(float max_bias, int64_t head, int64_t n_head) {
 
 void ComputeRopeAngles(const Tensor& node, double pos, RopeAngles& out) {
   const int n_dims = node.op_params[1];
-  const int n_ctx_orig = node.op_params[4];
   const float freq_base = node.param<float>(5);
   const float freq_scale = node.param<float>(6);
   const float ext_factor = node.param<float>(7);
   const float attn_factor = node.param<float>(8);
-  const float beta_fast = node.param<float>(9);
-  const float beta_slow = node.param<float>(10);
-
-  const float low = std::max(
-      0.0f, std::floor(YarnCorrDim(n_dims, n_ctx_orig, beta_fast, freq_base)));
-  const float high = std::min(
-      static_cast<float>(n_dims - 1),
-      std::ceil(YarnCorrDim(n_dims, n_ctx_orig, beta_slow, freq_base)));
+  const auto [low, high] = CorrDimsOf(node);
 
   const Tensor* factors = node.src[2];
   const int pairs = n_dims / 2;

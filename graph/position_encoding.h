@@ -14,6 +14,14 @@ namespace tessera {
 // 1 when max_bias <= 0.
 float AlibiSlope(float max_bias, int64_t head, int64_t n_head);
 
+// YaRN's correction dims of ROPE node `node`: floor/ceil of the YaRN
+// correction dimension at beta_fast/beta_slow, clamped to [0, n_dims - 1].
+struct RopeCorrDims {
+  float low;
+  float high;
+};
+RopeCorrDims CorrDimsOf(const Tensor& node);
+
 struct RopeAngles {
   std::vector<double> cos;  // one per rotated pair, scaled by mscale
   std::vector<double> sin;
@@ -28,9 +36,7 @@ struct RopeAngles {
 //   low) / max(0.001, high - low), 0, 1)) mixes them as theta = theta_interp
 //   (1 - ramp) + theta_extrap ramp and mscale = attn_factor (1 + 0.1
 //   ln(1 / freq_scale)); otherwise theta = theta_interp, mscale =
-//   attn_factor. [low, high] are the correction dims: floor/ceil of the
-//   YaRN correction dimension at beta_fast/beta_slow, clamped to
-//   [0, n_dims - 1].
+//   attn_factor. [low, high] are CorrDimsOf(node).
 void ComputeRopeAngles(const Tensor& node, double pos, RopeAngles& out);
 
 }  // namespace tessera

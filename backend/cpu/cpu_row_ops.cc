@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/rope_angles.h"
 #include "backend/cpu/work_split.h"
 #include "graph/position_encoding.h"
 #include "graph/type.h"
@@ -55,14 +56,6 @@ BinaryKind KindOf(Op op) {
     default:
       return BinaryKind::kAdd;
   }
-}
-
-// RoPE's cos and sin at `pos` as floats, from the reference's angles.
-void RopeAnglesF32(const Tensor& node, double pos, RopeAngles& angles,
-                   std::vector<float>& cos, std::vector<float>& sin) {
-  ComputeRopeAngles(node, pos, angles);
-  cos.assign(angles.cos.begin(), angles.cos.end());
-  sin.assign(angles.sin.begin(), angles.sin.end());
 }
 
 }  // namespace
@@ -170,7 +163,7 @@ bool TryRope(Tensor& node, const CpuComputeContext& ctx) {
       n_dims > node.ne[0] || (mode != kRopeNormal && mode != kRopeNeox)) {
     return false;
   }
-  // Frequency factors are read by ComputeRopeAngles.
+  // Frequency factors are read by RopeAngleCache.
   const Tensor* factors = node.src[2];
   if (factors != nullptr &&
       (factors->type != Type::kF32 || factors->data == nullptr ||
@@ -178,20 +171,15 @@ bool TryRope(Tensor& node, const CpuComputeContext& ctx) {
     return false;
   }
   const Tensor& a = *node.src[0];
-  RopeAngles angles;
-  std::vector<float> cos;
-  std::vector<float> sin;
-  int64_t angles_for = -1;
+  RopeAngleCache angles(node);
   ForEachRow(node, ctx, [&](int64_t i1, int64_t i2, int64_t i3) {
-    if (i2 != angles_for) {
-      int32_t p;
-      std::memcpy(&p, static_cast<const char*>(pos->data) + i2 * pos->nb[0],
-                  sizeof(p));
-      RopeAnglesF32(node, static_cast<double>(p), angles, cos, sin);
-      angles_for = i2;
-    }
+    int32_t p;
+    std::memcpy(&p, static_cast<const char*>(pos->data) + i2 * pos->nb[0],
+                sizeof(p));
+    angles.At(p);
     ctx.kernels->rope(Row(a, i1, i2, i3), Row(node, i1, i2, i3), node.ne[0],
-                      n_dims / 2, mode == kRopeNeox, cos.data(), sin.data());
+                      n_dims / 2, mode == kRopeNeox, angles.cos(),
+                      angles.sin());
   });
   return true;
 }
