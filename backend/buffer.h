@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "graph/tensor.h"
 
 namespace tessera {
@@ -16,6 +17,12 @@ class Buffer;
 class Device;
 
 enum class BufferUsage { kAny, kWeights, kCompute };
+
+// A tensor and the byte offset its buffer will give it.
+struct TensorPlacement {
+  const Tensor* tensor;
+  size_t offset;
+};
 
 // An allocator of one kind of memory (ggml_backend_buffer_type).
 // Thread-safe.
@@ -30,6 +37,14 @@ class BufferType {
   // buffer). Errors: RESOURCE_EXHAUSTED when the memory is not there or
   // `size` exceeds max_size(); never aborts.
   virtual absl::StatusOr<std::unique_ptr<Buffer>> Alloc(size_t size) = 0;
+  // A buffer of `size` bytes for weights that will lie at `placements`
+  // (AllocTensors with BufferUsage::kWeights) and nowhere else. By default
+  // Alloc(size); a type whose buffers can hold such tensors in less memory
+  // (a meta device's: each member keeps only its slices) overrides it.
+  virtual absl::StatusOr<std::unique_ptr<Buffer>> AllocPlaced(
+      size_t size, absl::Span<const TensorPlacement> placements) {
+    return Alloc(size);
+  }
   // Alignment of tensor data placed by allocators, a power of two.
   virtual size_t alignment() const = 0;
   virtual size_t max_size() const = 0;

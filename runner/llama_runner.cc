@@ -144,9 +144,9 @@ absl::Status LlamaRunner::PlaceWeights(const std::vector<Device*>& devices) {
       if (group->empty()) continue;
       TESSERA_ASSIGN_OR_RETURN(
           std::unique_ptr<Buffer> buffer,
-          AllocTensors(devices[d]->buffer_type(), *group));
-      buffer->set_usage(group == &weights[d] ? BufferUsage::kWeights
-                                             : BufferUsage::kAny);
+          AllocTensors(devices[d]->buffer_type(), *group,
+                       group == &weights[d] ? BufferUsage::kWeights
+                                            : BufferUsage::kAny));
       buffers_.push_back(std::move(buffer));
     }
   }

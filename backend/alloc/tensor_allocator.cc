@@ -77,11 +77,12 @@ absl::Status InitView(Tensor& view) {
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> AllocTensors(
-    BufferType& type, absl::Span<Tensor* const> tensors) {
-  // Sizes every distinct non-view tensor without data at the alignment, as
+    BufferType& type, absl::Span<Tensor* const> tensors, BufferUsage usage) {
+  // Places every distinct non-view tensor without data at the alignment, as
   // TensorAllocator places them in a buffer whose base is aligned.
   const size_t alignment = type.alignment();
   absl::flat_hash_set<const Tensor*> seen;
+  std::vector<TensorPlacement> placements;
   size_t total = 0;
   for (const Tensor* t : tensors) {
     if (t->data != nullptr || t->IsView() || !seen.insert(t).second) continue;
@@ -92,10 +93,14 @@ absl::StatusOr<std::unique_ptr<Buffer>> AllocTensors(
           absl::StrCat("[AllocTensors] the tensors' total size overflows at ",
                        Describe(*t)));
     }
+    placements.push_back({t, total});
     total += padded;
   }
-  absl::StatusOr<std::unique_ptr<Buffer>> buffer = type.Alloc(total);
+  absl::StatusOr<std::unique_ptr<Buffer>> buffer =
+      usage == BufferUsage::kWeights ? type.AllocPlaced(total, placements)
+                                     : type.Alloc(total);
   if (!buffer.ok()) return buffer.status();
+  (*buffer)->set_usage(usage);
 
   // Places sources, then views; on an error, takes back what it gave.
   TensorAllocator allocator(**buffer);
@@ -111,6 +116,16 @@ absl::StatusOr<std::unique_ptr<Buffer>> AllocTensors(
     status = allocator.Alloc(*t);
     if (!status.ok()) break;
     placed.push_back(t);
+    // AllocPlaced was promised these offsets.
+    const size_t offset =
+        static_cast<char*>(t->data) - static_cast<char*>((*buffer)->base());
+    if (offset != placements[placed.size() - 1].offset) {
+      status = absl::InternalError(absl::StrCat(
+          "[AllocTensors] ", Describe(*t), " placed at ", offset,
+          " instead of ", placements[placed.size() - 1].offset,
+          ": the buffer's base is not aligned"));
+      break;
+    }
   }
   if (status.ok()) {
     placed.insert(placed.end(), views.begin(), views.end());

@@ -38,10 +38,13 @@ class TensorAllocator {
 absl::Status InitView(Tensor& view);
 
 // One buffer of `type` holding every tensor in `tensors` that has no data
-// yet (views are placed after their sources). Errors: as BufferType::Alloc
-// and TensorAllocator::Alloc.
+// yet (views are placed after their sources), of usage `usage`. Weights
+// (kWeights) get BufferType::AllocPlaced: the buffer may hold exactly those
+// tensors and nothing else. Errors: as BufferType::Alloc and
+// TensorAllocator::Alloc.
 absl::StatusOr<std::unique_ptr<Buffer>> AllocTensors(
-    BufferType& type, absl::Span<Tensor* const> tensors);
+    BufferType& type, absl::Span<Tensor* const> tensors,
+    BufferUsage usage = BufferUsage::kAny);
 
 }  // namespace tessera
 

@@ -98,6 +98,60 @@ absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::Alloc(size_t size) {
                                       reserved);
 }
 
+absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::AllocPlaced(
+    size_t size, absl::Span<const TensorPlacement> placements) {
+  const int n = device_.size();
+  MetaBuffer::Packing packing;
+  std::vector<size_t> used(n, 0);
+  for (const TensorPlacement& p : placements) {
+    const Tensor& t = *p.tensor;
+    SplitState state = device_.policy()(t);
+    TESSERA_RETURN_IF_ERROR(
+        Prefixed(ValidateSplit(state, t, n),
+                 absl::StrCat("[", device_.name(), "] split policy: ")));
+    MetaBuffer::Slot slot{.type = t.type, .state = state};
+    std::copy(std::begin(t.ne), std::end(t.ne), std::begin(slot.ne));
+    for (int i = 0; i < n; ++i) {
+      BufferType& member = device_.member(i).buffer_type();
+      Tensor m;
+      m.type = t.type;
+      MemberShape(t, state, i, m.ne);
+      ContiguousStrides(m.type, m.ne, m.nb);
+      const size_t align = member.alignment();
+      const size_t at = (used[i] + align - 1) / align * align;
+      slot.offset.push_back(at);
+      slot.bytes.push_back(member.AllocSize(m));
+      used[i] = at + slot.bytes.back();
+    }
+    if (!packing.emplace(p.offset, std::move(slot)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "[", device_.name(), " AllocPlaced] two tensors placed at offset ",
+          p.offset));
+    }
+  }
+  std::vector<std::unique_ptr<Buffer>> members;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<std::unique_ptr<Buffer>> b =
+        device_.member(i).buffer_type().Alloc(used[i]);
+    if (!b.ok()) {
+      return Prefixed(b.status(),
+                      absl::StrCat("[", device_.name(), " AllocPlaced] member ",
+                                   i, " (", device_.member(i).name(), "): "));
+    }
+    members.push_back(*std::move(b));
+  }
+  const size_t reserved = std::max<size_t>(size, 1) + alignment();
+  void* base = mmap(nullptr, reserved, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("[", device_.name(), " AllocPlaced] cannot reserve ",
+                     reserved, " bytes of address space"));
+  }
+  return std::make_unique<MetaBuffer>(*this, size, std::move(members), base,
+                                      reserved, std::move(packing));
+}
+
 size_t MetaBufferType::alignment() const {
   size_t a = 1;
   for (int i = 0; i < device_.size(); ++i) {
@@ -126,12 +180,20 @@ size_t MetaBufferType::AllocSize(const Tensor& t) const {
 
 MetaBuffer::MetaBuffer(MetaBufferType& type, size_t size,
                        std::vector<std::unique_ptr<Buffer>> members, void* base,
-                       size_t reserved)
+                       size_t reserved, Packing packing)
     : Buffer(type, size),
       type_(type),
       members_(std::move(members)),
       base_(base),
-      reserved_(reserved) {}
+      reserved_(reserved),
+      packing_(std::move(packing)) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [offset, slot] : packing_) {
+    Key key{.offset = offset, .type = slot.type};
+    std::copy(std::begin(slot.ne), std::end(slot.ne), std::begin(key.ne));
+    states_[key] = slot.state;
+  }
+}
 
 MetaBuffer::~MetaBuffer() { munmap(base_, reserved_); }
 
@@ -171,8 +233,9 @@ std::optional<SplitState> MetaBuffer::RecordedState(const Tensor& t) {
   return std::nullopt;
 }
 
-Tensor MetaBuffer::MemberTensor(const Tensor& t, const SplitState& state,
-                                int i) {
+absl::StatusOr<Tensor> MetaBuffer::MemberTensor(const Tensor& t,
+                                                const SplitState& state,
+                                                int i) {
   Tensor m;
   m.type = t.type;
   m.name = t.name;
@@ -183,16 +246,34 @@ Tensor MetaBuffer::MemberTensor(const Tensor& t, const SplitState& state,
   } else {
     for (int d = 0; d < kMaxDims; ++d) m.nb[d] = t.nb[d];
   }
-  const size_t offset =
+  size_t offset =
       static_cast<const char*>(t.data) - static_cast<const char*>(base_);
+  if (packed()) {
+    auto it = packing_.find(offset);
+    if (it == packing_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "[", meta_device().name(), "] ", Describe(t),
+          " is not a tensor this weights buffer was laid out for"));
+    }
+    if (m.NumBytes() > it->second.bytes[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "[", meta_device().name(), "] ", Describe(t), " as ",
+          state.ToString(), " needs ", m.NumBytes(), " bytes on member ", i,
+          " where its weights buffer has room for ", it->second.bytes[i],
+          " (placed as ", it->second.state.ToString(), ")"));
+    }
+    offset = it->second.offset[i];
+  }
   m.data = static_cast<char*>(members_[i]->base()) + offset;
   m.buffer = members_[i].get();
   return m;
 }
 
-Tensor* MetaBuffer::StableMemberTensor(const Tensor& t, const SplitState& state,
-                                       int i) {
-  auto m = std::make_unique<Tensor>(MemberTensor(t, state, i));
+absl::StatusOr<Tensor*> MetaBuffer::StableMemberTensor(const Tensor& t,
+                                                       const SplitState& state,
+                                                       int i) {
+  TESSERA_ASSIGN_OR_RETURN(Tensor member, MemberTensor(t, state, i));
+  auto m = std::make_unique<Tensor>(std::move(member));
   MemberKey key{.data = m->data, .member = i, .type = m->type};
   std::copy(std::begin(m->ne), std::end(m->ne), std::begin(key.ne));
   std::copy(std::begin(m->nb), std::end(m->nb), std::begin(key.nb));
@@ -203,17 +284,33 @@ Tensor* MetaBuffer::StableMemberTensor(const Tensor& t, const SplitState& state,
   return it->second.get();
 }
 
+absl::Status MetaBuffer::ByTensorOnly(absl::string_view what) const {
+  if (!packed()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("[", type_.meta_device().name(), "] ", what,
+                   " of a weights buffer: its tensors are packed per member, "
+                   "write and read them by tensor"));
+}
+
 absl::Status MetaBuffer::DoWrite(size_t offset, const void* data, size_t size) {
+  TESSERA_RETURN_IF_ERROR(ByTensorOnly("a byte-range write"));
   for (auto& m : members_)
     TESSERA_RETURN_IF_ERROR(m->Write(offset, data, size));
   return absl::OkStatus();
 }
 
 absl::Status MetaBuffer::DoRead(size_t offset, void* data, size_t size) {
+  TESSERA_RETURN_IF_ERROR(ByTensorOnly("a byte-range read"));
   return members_[0]->Read(offset, data, size);
 }
 
 absl::Status MetaBuffer::DoMemset(size_t offset, uint8_t value, size_t size) {
+  if (packed() && offset == 0 && size == this->size()) {
+    // Clear: every member buffer whole.
+    for (auto& m : members_) TESSERA_RETURN_IF_ERROR(m->Clear(value));
+    return absl::OkStatus();
+  }
+  TESSERA_RETURN_IF_ERROR(ByTensorOnly("a byte-range memset"));
   for (auto& m : members_) {
     TESSERA_RETURN_IF_ERROR(m->Memset(offset, value, size));
   }
@@ -226,7 +323,7 @@ absl::Status MetaBuffer::DoSetTensor(Tensor& t, size_t base_offset,
   TESSERA_ASSIGN_OR_RETURN(SplitState state, StateOf(t));
   const char* src = static_cast<const char*>(data);
   for (int i = 0; i < n_members(); ++i) {
-    Tensor m = MemberTensor(t, state, i);
+    TESSERA_ASSIGN_OR_RETURN(Tensor m, MemberTensor(t, state, i));
     const bool zeros = state.axis == SplitAxis::kPartial && i > 0;
     TESSERA_RETURN_IF_ERROR(ForEachRun(
         t, state, i, offset, size,
@@ -250,7 +347,7 @@ absl::Status MetaBuffer::DoGetTensor(const Tensor& t, size_t base_offset,
     }
     std::vector<float> sum(size / 4, 0.0f), part(size / 4);
     for (int i = 0; i < n_members(); ++i) {
-      Tensor m = MemberTensor(t, state, i);
+      TESSERA_ASSIGN_OR_RETURN(Tensor m, MemberTensor(t, state, i));
       TESSERA_RETURN_IF_ERROR(
           members_[i]->GetTensor(m, part.data(), offset, size));
       for (size_t k = 0; k < sum.size(); ++k) sum[k] += part[k];
@@ -260,7 +357,7 @@ absl::Status MetaBuffer::DoGetTensor(const Tensor& t, size_t base_offset,
   }
   const int readers = state.is_split() ? n_members() : 1;
   for (int i = 0; i < readers; ++i) {
-    Tensor m = MemberTensor(t, state, i);
+    TESSERA_ASSIGN_OR_RETURN(Tensor m, MemberTensor(t, state, i));
     TESSERA_RETURN_IF_ERROR(ForEachRun(
         t, state, i, offset, size, [&](size_t full, size_t mine, size_t len) {
           return members_[i]->GetTensor(m, dst + (full - offset), mine, len);
@@ -274,7 +371,7 @@ absl::Status MetaBuffer::DoMemsetTensor(Tensor& t, size_t base_offset,
                                         size_t size) {
   TESSERA_ASSIGN_OR_RETURN(SplitState state, StateOf(t));
   for (int i = 0; i < n_members(); ++i) {
-    Tensor m = MemberTensor(t, state, i);
+    TESSERA_ASSIGN_OR_RETURN(Tensor m, MemberTensor(t, state, i));
     const uint8_t v =
         state.axis == SplitAxis::kPartial && i > 0 ? uint8_t{0} : value;
     TESSERA_RETURN_IF_ERROR(ForEachRun(

@@ -9,6 +9,12 @@
 //     i, its member tensor (its slice, contiguous) at byte offset o of member
 //     buffer i. Memory per member is the meta size (pages a member never
 //     touches are not committed on hosts).
+//   - Weights (AllocTensors with BufferUsage::kWeights, through
+//     AllocPlaced) are packed instead: each member buffer holds only its
+//     slices of the placed tensors, one after another, so a model split
+//     over N members costs each about 1/N of it (plus what is mirrored).
+//     Such a buffer is addressed by tensor only: its placed tensors, in the
+//     state they were placed with.
 //   - Every tensor has a SplitState (backend/meta/split_state.h). Weights
 //     get theirs from the caller's SplitPolicy when written; computed
 //     tensors from MetaStream, which records the state of each node it
@@ -67,6 +73,11 @@ class MetaBufferType final : public BufferType {
   Device& device() override;
   // One buffer of `size` bytes per member. Errors: a member's.
   absl::StatusOr<std::unique_ptr<Buffer>> Alloc(size_t size) override;
+  // A packed buffer: each placed tensor's state from the device's policy,
+  // each member buffer as large as its slices. Errors: INVALID_ARGUMENT for
+  // a policy's state that does not fit its tensor; a member's.
+  absl::StatusOr<std::unique_ptr<Buffer>> AllocPlaced(
+      size_t size, absl::Span<const TensorPlacement> placements) override;
   // The largest of the members' alignments and AllocSizes; the smallest
   // max_size.
   size_t alignment() const override;
@@ -90,9 +101,22 @@ class MetaBufferType final : public BufferType {
 // state records are thread-safe.
 class MetaBuffer final : public Buffer {
  public:
+  // A placed tensor of a packed buffer: its type, shape and state, and
+  // where it lies on each member with the room it has there.
+  struct Slot {
+    Type type;
+    int64_t ne[kMaxDims];
+    SplitState state;
+    std::vector<size_t> offset;
+    std::vector<size_t> bytes;
+  };
+  // Byte offset in the meta buffer -> its tensor's slot.
+  using Packing = absl::flat_hash_map<size_t, Slot>;
+
+  // `packing` empty: every member tensor at its meta offset.
   MetaBuffer(MetaBufferType& type, size_t size,
              std::vector<std::unique_ptr<Buffer>> members, void* base,
-             size_t reserved);
+             size_t reserved, Packing packing = {});
   ~MetaBuffer() override;
 
   void* base() override { return base_; }
@@ -110,12 +134,17 @@ class MetaBuffer final : public Buffer {
   std::optional<SplitState> RecordedState(const Tensor& t);
 
   // Member `i`'s tensor of `t` under `state`, at t's offset in member buffer
-  // i: contiguous with the member's shape (a view's strides kept when not
-  // split). `t` must lie in this buffer.
-  Tensor MemberTensor(const Tensor& t, const SplitState& state, int i);
+  // i (packed: at its slot): contiguous with the member's shape (a view's
+  // strides kept when not split). `t` must lie in this buffer. Errors
+  // (packed only): INVALID_ARGUMENT for a tensor that was not placed there
+  // or a state whose slice does not fit its slot.
+  absl::StatusOr<Tensor> MemberTensor(const Tensor& t, const SplitState& state,
+                                      int i);
   // The same, owned by this buffer and stable for its life (for work queued
   // on member streams).
-  Tensor* StableMemberTensor(const Tensor& t, const SplitState& state, int i);
+  absl::StatusOr<Tensor*> StableMemberTensor(const Tensor& t,
+                                             const SplitState& state, int i);
+  bool packed() const { return !packing_.empty(); }
 
   // A host source is scattered; another meta buffer's tensor is gathered
   // and scattered through host memory. Returns true.
@@ -148,6 +177,8 @@ class MetaBuffer final : public Buffer {
     }
   };
   Key KeyOf(const Tensor& t);
+  // INVALID_ARGUMENT naming `what` for a packed buffer.
+  absl::Status ByTensorOnly(absl::string_view what) const;
 
   // A member tensor's identity: where it lies and how it is laid out.
   struct MemberKey {
@@ -173,6 +204,7 @@ class MetaBuffer final : public Buffer {
   const std::vector<std::unique_ptr<Buffer>> members_;
   void* const base_;
   const size_t reserved_;
+  const Packing packing_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<Key, SplitState> states_ ABSL_GUARDED_BY(mu_);

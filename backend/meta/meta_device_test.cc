@@ -122,8 +122,13 @@ SplitPolicy LayoutPolicy(int n) {
   };
 }
 
+// Over members of full size (allocated, then used for weights) and packed
+// (allocated as weights).
 TEST(MetaDeviceTest, ScatterGatherRoundTrips) {
-  for (int n : {2, 3, 4}) {
+  for (int run = 0; run < 6; ++run) {
+    const int n = 2 + run / 2;
+    const bool packed = run % 2 == 1;
+    SCOPED_TRACE(packed ? "packed" : "full size");
     Tp tp(n, 1, 0, LayoutPolicy);
     Context ctx;
     std::vector<Tensor*> ts;
@@ -132,9 +137,16 @@ TEST(MetaDeviceTest, ScatterGatherRoundTrips) {
       t->name = name;
       ts.push_back(t);
     }
-    auto buffer = AllocTensors(tp.meta().buffer_type(), ts).value();
-    buffer->set_usage(BufferUsage::kWeights);
+    std::unique_ptr<Buffer> buffer;
+    if (packed) {
+      buffer = AllocTensors(tp.meta().buffer_type(), ts, BufferUsage::kWeights)
+                   .value();
+    } else {
+      buffer = AllocTensors(tp.meta().buffer_type(), ts).value();
+      buffer->set_usage(BufferUsage::kWeights);
+    }
     auto* meta_buffer = static_cast<MetaBuffer*>(buffer.get());
+    EXPECT_EQ(meta_buffer->packed(), packed);
     std::unique_ptr<Stream> stream = tp.meta().CreateStream().value();
     const std::vector<float> data = Iota(50, 0.5f);
     for (Tensor* t : ts) {
@@ -158,7 +170,7 @@ TEST(MetaDeviceTest, ScatterGatherRoundTrips) {
     }
     // Member 1 holds its slice of "a1": columns [5/n ...) of every row.
     SplitState a1 = meta_buffer->StateOf(*ts[1]).value();
-    Tensor m1 = meta_buffer->MemberTensor(*ts[1], a1, 1);
+    Tensor m1 = meta_buffer->MemberTensor(*ts[1], a1, 1).value();
     EXPECT_EQ(m1.ne[1], a1.MemberExtent(1));
     std::vector<float> slice(m1.NumElements());
     ASSERT_TRUE(meta_buffer->member(1)
@@ -167,6 +179,63 @@ TEST(MetaDeviceTest, ScatterGatherRoundTrips) {
     const int64_t row0 = a1.Pieces(1)[0].full_offset;
     EXPECT_EQ(slice[0], 2 * data[row0 * 10]);
   }
+}
+
+// Weights allocated as such: each member holds its slices and the mirrored
+// tensors, nothing of the other members' slices; the buffer is addressed by
+// its tensors in their placed states only.
+TEST(MetaDeviceTest, PackedWeightsHoldOnlyTheMembersSlices) {
+  constexpr int kN = 4;
+  Tp tp(kN, 1, 0, LayoutPolicy);
+  Context ctx;
+  std::vector<Tensor*> ts;
+  for (const char* name : {"a0", "a1", "m"}) {
+    Tensor* t = ctx.NewTensor(Type::kF32, {256, 64}).value();
+    t->name = name;
+    ts.push_back(t);
+  }
+  auto buffer =
+      AllocTensors(tp.meta().buffer_type(), ts, BufferUsage::kWeights).value();
+  auto* meta_buffer = static_cast<MetaBuffer*>(buffer.get());
+  ASSERT_TRUE(meta_buffer->packed());
+  const size_t tensor_bytes = 256 * 64 * sizeof(float);
+  EXPECT_GE(buffer->size(), 3 * tensor_bytes);
+  for (int i = 0; i < kN; ++i) {
+    // Two quarters and one whole tensor, plus alignment.
+    EXPECT_LE(meta_buffer->member(i).size(),
+              tensor_bytes / 2 + tensor_bytes + 1024)
+        << "member " << i;
+  }
+  const std::vector<float> data = Iota(256 * 64, 0.25f);
+  for (Tensor* t : ts) {
+    ASSERT_TRUE(buffer->SetTensor(*t, data.data(), 0, tensor_bytes).ok());
+  }
+  for (Tensor* t : ts) {
+    std::vector<float> back(data.size());
+    ASSERT_TRUE(buffer->GetTensor(*t, back.data(), 0, tensor_bytes).ok());
+    EXPECT_EQ(back, data) << t->name;
+  }
+  // Bytes and tensors it was not laid out for are refused, not misplaced.
+  std::vector<uint8_t> bytes(64);
+  EXPECT_EQ(buffer->Write(0, bytes.data(), 64).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(buffer->Read(0, bytes.data(), 64).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(meta_buffer->MemberTensor(*ts[0], SplitState::Mirrored(), 0)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  Tensor inside = *ts[1];
+  inside.data = static_cast<char*>(ts[1]->data) + 1024;
+  EXPECT_EQ(meta_buffer->MemberTensor(inside, SplitState::Mirrored(), 0)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // Clearing the buffer clears every member.
+  ASSERT_TRUE(buffer->Clear(0).ok());
+  std::vector<float> back(data.size(), 1.0f);
+  ASSERT_TRUE(buffer->GetTensor(*ts[0], back.data(), 0, tensor_bytes).ok());
+  EXPECT_EQ(back, std::vector<float>(data.size(), 0.0f));
 }
 
 TEST(MetaDeviceTest, PolicyThatDoesNotFitIsInvalid) {
@@ -178,6 +247,12 @@ TEST(MetaDeviceTest, PolicyThatDoesNotFitIsInvalid) {
   auto buffer = AllocTensors(tp.meta().buffer_type(), {t}).value();
   std::vector<float> data(4);
   EXPECT_EQ(buffer->SetTensor(*t, data.data(), 0, 16).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Packed weights are laid out by the policy's states: refused at once.
+  Tensor* w = ctx.NewTensor(Type::kF32, {4}).value();
+  EXPECT_EQ(AllocTensors(tp.meta().buffer_type(), {w}, BufferUsage::kWeights)
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -371,8 +446,9 @@ struct CachedAttention {
     wo = named("blk.0.attn_output.weight", dim, dim);
     cache_k = named("cache_k.0", kv_row, kCtx, Type::kF16);
     cache_v = named("cache_v.0", kv_row, kCtx, Type::kF16);
-    weights = AllocTensors(device.buffer_type(), {wq, wk, wv, wo}).value();
-    weights->set_usage(BufferUsage::kWeights);
+    weights = AllocTensors(device.buffer_type(), {wq, wk, wv, wo},
+                           BufferUsage::kWeights)
+                  .value();
     int k = 0;
     for (Tensor* w : {wq, wk, wv, wo}) {
       std::vector<float> v(w->NumElements());
@@ -656,8 +732,9 @@ TEST(MetaDeviceTest, QuantizedWeightIsNotSlicedOffItsBlocks) {
     Tensor* b = ctx.NewTensor(Type::kQ8_0, {kHidden, kOut}).value();
     a->name = "w0";
     b->name = "w1";
-    auto weights = AllocTensors(device.buffer_type(), {a, b}).value();
-    weights->set_usage(BufferUsage::kWeights);
+    auto weights =
+        AllocTensors(device.buffer_type(), {a, b}, BufferUsage::kWeights)
+            .value();
     EXPECT_TRUE(testing::Write(*a, w0.data()).ok());
     EXPECT_TRUE(testing::Write(*b, w1q.data()).ok());
     Tensor* in = testing::NewInput(ctx, Type::kF32, {kIn, kTokens}, "x").value();

@@ -50,7 +50,7 @@ absl::Status MetaStream::SetTensorAsync(Tensor& t, const void* data,
   TESSERA_ASSIGN_OR_RETURN(SplitState state, b->StateOf(t));
   const char* src = static_cast<const char*>(data);
   for (int i = 0; i < device_.size(); ++i) {
-    Tensor* m = b->StableMemberTensor(t, state, i);
+    TESSERA_ASSIGN_OR_RETURN(Tensor * m, b->StableMemberTensor(t, state, i));
     if (state.axis == SplitAxis::kPartial && i > 0) {
       // The other members hold zeros: the sum is the value.
       zeros_.push_back(std::make_unique<std::vector<uint8_t>>(size, 0));
@@ -87,7 +87,7 @@ absl::Status MetaStream::GetTensorAsync(const Tensor& t, void* data,
     sum->dst = reinterpret_cast<float*>(dst);
     sum->parts.resize(device_.size(), std::vector<float>(size / 4));
     for (int i = 0; i < device_.size(); ++i) {
-      Tensor* m = b->StableMemberTensor(t, state, i);
+      TESSERA_ASSIGN_OR_RETURN(Tensor * m, b->StableMemberTensor(t, state, i));
       TESSERA_RETURN_IF_ERROR(
           members_[i]->GetTensorAsync(*m, sum->parts[i].data(), offset, size));
     }
@@ -96,7 +96,7 @@ absl::Status MetaStream::GetTensorAsync(const Tensor& t, void* data,
   }
   const int readers = state.is_split() ? device_.size() : 1;
   for (int i = 0; i < readers; ++i) {
-    Tensor* m = b->StableMemberTensor(t, state, i);
+    TESSERA_ASSIGN_OR_RETURN(Tensor * m, b->StableMemberTensor(t, state, i));
     TESSERA_RETURN_IF_ERROR(ForEachRun(
         t, state, i, offset, size, [&](size_t full, size_t mine, size_t len) {
           return members_[i]->GetTensorAsync(*m, dst + (full - offset), mine,
@@ -125,8 +125,11 @@ absl::Status MetaStream::CopyTensorAsync(const Tensor& src, Tensor& dst) {
     TESSERA_ASSIGN_OR_RETURN(SplitState ds, b->StateOf(dst));
     if (ss.axis == SplitAxis::kMirrored && ds.axis == SplitAxis::kMirrored) {
       for (int i = 0; i < device_.size(); ++i) {
-        Tensor* from = sb->StableMemberTensor(src, ss, i % sb->n_members());
-        Tensor* to = b->StableMemberTensor(dst, ds, i);
+        TESSERA_ASSIGN_OR_RETURN(
+            Tensor * from,
+            sb->StableMemberTensor(src, ss, i % sb->n_members()));
+        TESSERA_ASSIGN_OR_RETURN(Tensor * to,
+                                 b->StableMemberTensor(dst, ds, i));
         TESSERA_RETURN_IF_ERROR(members_[i]->CopyTensorAsync(*from, *to));
       }
       return absl::OkStatus();

@@ -160,7 +160,7 @@ class Deriver {
     in_meta_.insert(t);
     std::vector<Tensor*> m(n_);
     for (int i = 0; i < n_; ++i) {
-      Tensor proto = b->MemberTensor(*t, s, i);
+      TESSERA_ASSIGN_OR_RETURN(Tensor proto, b->MemberTensor(*t, s, i));
       m[i] = plan_.ctx.NewTensorLike(proto);
       m[i]->data = proto.data;
       m[i]->buffer = proto.buffer;
