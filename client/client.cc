@@ -135,13 +135,15 @@ absl::StatusOr<std::vector<v1::DeviceInfo>> Client::ListDevices() {
 
 absl::StatusOr<RemoteBufferInfo> Client::AllocBuffer(
     const std::string& device, uint64_t size, BufferUsage usage,
-    const std::string& buffer_type) {
+    const std::string& buffer_type,
+    absl::Span<const v1::PlacedTensor> placed) {
   v1::AllocBufferRequest request;
   request.set_session(session_);
   request.set_device(device);
   request.set_size(size);
   request.set_usage(wire::ToProto(usage));
   request.set_buffer_type(buffer_type);
+  request.mutable_placed()->Add(placed.begin(), placed.end());
   v1::AllocBufferResponse response;
   grpc::ClientContext context;
   TESSERA_RETURN_IF_ERROR(

@@ -119,9 +119,11 @@ class Client {
   absl::StatusOr<std::vector<v1::DeviceInfo>> ListDevices();
 
   // Buffers, by handle.
+  // `placed`: a meta device's packed weights (AllocBufferRequest.placed).
   absl::StatusOr<RemoteBufferInfo> AllocBuffer(
       const std::string& device, uint64_t size, BufferUsage usage,
-      const std::string& buffer_type = "");
+      const std::string& buffer_type = "",
+      absl::Span<const v1::PlacedTensor> placed = {});
   absl::Status FreeBuffer(uint64_t buffer);
   absl::Status ClearBuffer(uint64_t buffer, uint8_t value);
   absl::StatusOr<uint64_t> GetAllocSize(const std::string& device,

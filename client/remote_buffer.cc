@@ -11,6 +11,15 @@
 namespace tessera::client {
 namespace {
 
+// `t` (contiguous) with `split`, as the daemon is told it.
+v1::TensorLayout LayoutOf(const Tensor& t, const SplitState& split) {
+  return wire::ToProto(wire::TensorLayout{
+      .type = t.type,
+      .ne = {t.ne, t.ne + kMaxDims},
+      .split = split,
+  });
+}
+
 // Synthetic addresses start high and leave a gap after each buffer, so a
 // pointer one past a buffer's end never falls into the next.
 uintptr_t NextBase(size_t size) {
@@ -40,6 +49,25 @@ absl::StatusOr<std::unique_ptr<Buffer>> RemoteBufferType::Alloc(size_t size) {
   TESSERA_ASSIGN_OR_RETURN(
       RemoteBufferInfo info,
       client_.AllocBuffer(device_name_, size, BufferUsage::kWeights));
+  return std::make_unique<RemoteBuffer>(*this, client_, info);
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> RemoteBufferType::AllocPlaced(
+    size_t size, absl::Span<const TensorPlacement> placements) {
+  std::vector<v1::PlacedTensor> placed;
+  for (const TensorPlacement& p : placements) {
+    TESSERA_ASSIGN_OR_RETURN(std::optional<SplitState> split,
+                             device_.PolicySplit(*p.tensor));
+    // Without a policy the daemon cannot lay the tensors out.
+    if (!split.has_value()) return Alloc(size);
+    v1::PlacedTensor& placed_tensor = placed.emplace_back();
+    placed_tensor.set_offset(p.offset);
+    *placed_tensor.mutable_layout() = LayoutOf(*p.tensor, *split);
+  }
+  TESSERA_ASSIGN_OR_RETURN(
+      RemoteBufferInfo info,
+      client_.AllocBuffer(device_name_, size, BufferUsage::kWeights, "",
+                          placed));
   return std::make_unique<RemoteBuffer>(*this, client_, info);
 }
 
@@ -99,11 +127,7 @@ absl::Status RemoteBuffer::DoSetTensor(Tensor& t, size_t base_offset,
   TESSERA_ASSIGN_OR_RETURN(std::optional<SplitState> split, SplitOf(t));
   const bool whole = offset == 0 && size == t.NumBytes() && t.IsContiguous();
   if (split.has_value() && whole) {
-    const v1::TensorLayout layout = wire::ToProto(wire::TensorLayout{
-        .type = t.type,
-        .ne = {t.ne, t.ne + kMaxDims},
-        .split = *split,
-    });
+    const v1::TensorLayout layout = LayoutOf(t, *split);
     return client_.WriteTensor(At(base_offset), data, size,
                                {.layout = &layout});
   }

@@ -38,6 +38,12 @@ class RemoteBufferType final : public BufferType {
   // Errors: the daemon's AllocBuffer status (RESOURCE_EXHAUSTED when the
   // device or the session's quota cannot hold `size`).
   absl::StatusOr<std::unique_ptr<Buffer>> Alloc(size_t size) override;
+  // On a meta device with a split policy (RemoteDevice::SetSplitPolicy):
+  // the daemon packs the placed weights, each member holding only its
+  // slices (AllocBufferRequest.placed); such a buffer is written by whole
+  // tensors only. Otherwise Alloc(size).
+  absl::StatusOr<std::unique_ptr<Buffer>> AllocPlaced(
+      size_t size, absl::Span<const TensorPlacement> placements) override;
   size_t alignment() const override { return alignment_; }
   size_t max_size() const override { return max_size_; }
   bool is_host() const override { return false; }

@@ -78,12 +78,18 @@ absl::Status RemoteDevice::SetSplitPolicy(SplitPolicy policy) {
 
 absl::StatusOr<std::optional<SplitState>> RemoteDevice::SplitOf(
     const Tensor& t, const Buffer& buffer) {
+  if (buffer.usage() == BufferUsage::kCompute) return std::nullopt;
+  return PolicySplit(t);
+}
+
+absl::StatusOr<std::optional<SplitState>> RemoteDevice::PolicySplit(
+    const Tensor& t) {
   SplitPolicy policy;
   {
     absl::MutexLock lock(&mu_);
     policy = policy_;
   }
-  if (!policy || buffer.usage() == BufferUsage::kCompute) return std::nullopt;
+  if (!policy) return std::nullopt;
   SplitState state = policy(t);
   absl::Status valid = ValidateSplit(state, t, n_members_);
   if (!valid.ok()) {

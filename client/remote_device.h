@@ -77,6 +77,8 @@ class RemoteDevice final : public Device {
   // Errors: INVALID_ARGUMENT for a state that does not fit `t`.
   absl::StatusOr<std::optional<SplitState>> SplitOf(const Tensor& t,
                                                     const Buffer& buffer);
+  // The same for a tensor of no buffer yet (weights being placed).
+  absl::StatusOr<std::optional<SplitState>> PolicySplit(const Tensor& t);
 
  private:
   // Constant after construction.

@@ -84,6 +84,12 @@ absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::Alloc(size_t size) {
     }
     members.push_back(*std::move(b));
   }
+  return Wrap(size, std::move(members), {});
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::Wrap(
+    size_t size, std::vector<std::unique_ptr<Buffer>> members,
+    MetaPacking packing) {
   // Reserve inaccessible addresses so that tensor data pointers are unique
   // and never mistaken for memory.
   const size_t reserved = std::max<size_t>(size, 1) + alignment();
@@ -95,21 +101,31 @@ absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::Alloc(size_t size) {
                      " bytes of address space"));
   }
   return std::make_unique<MetaBuffer>(*this, size, std::move(members), base,
-                                      reserved);
+                                      reserved, std::move(packing));
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::AllocPlaced(
     size_t size, absl::Span<const TensorPlacement> placements) {
-  const int n = device_.size();
-  MetaBuffer::Packing packing;
-  std::vector<size_t> used(n, 0);
+  std::vector<PackedTensor> tensors;
   for (const TensorPlacement& p : placements) {
-    const Tensor& t = *p.tensor;
-    SplitState state = device_.policy()(t);
+    SplitState state = device_.policy()(*p.tensor);
     TESSERA_RETURN_IF_ERROR(
-        Prefixed(ValidateSplit(state, t, n),
+        Prefixed(ValidateSplit(state, *p.tensor, device_.size()),
                  absl::StrCat("[", device_.name(), "] split policy: ")));
-    MetaBuffer::Slot slot{.type = t.type, .state = state};
+    tensors.push_back({p.tensor, p.offset, std::move(state)});
+  }
+  return AllocPacked(size, tensors);
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::AllocPacked(
+    size_t size, absl::Span<const PackedTensor> tensors) {
+  const int n = device_.size();
+  MetaPacking packing;
+  std::vector<size_t> used(n, 0);
+  for (const PackedTensor& p : tensors) {
+    const Tensor& t = *p.tensor;
+    const SplitState& state = p.state;
+    MetaSlot slot{.type = t.type, .meta_bytes = t.NumBytes(), .state = state};
     std::copy(std::begin(t.ne), std::end(t.ne), std::begin(slot.ne));
     for (int i = 0; i < n; ++i) {
       BufferType& member = device_.member(i).buffer_type();
@@ -125,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::AllocPlaced(
     }
     if (!packing.emplace(p.offset, std::move(slot)).second) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "[", device_.name(), " AllocPlaced] two tensors placed at offset ",
+          "[", device_.name(), " AllocPacked] two tensors placed at offset ",
           p.offset));
     }
   }
@@ -135,21 +151,12 @@ absl::StatusOr<std::unique_ptr<Buffer>> MetaBufferType::AllocPlaced(
         device_.member(i).buffer_type().Alloc(used[i]);
     if (!b.ok()) {
       return Prefixed(b.status(),
-                      absl::StrCat("[", device_.name(), " AllocPlaced] member ",
+                      absl::StrCat("[", device_.name(), " AllocPacked] member ",
                                    i, " (", device_.member(i).name(), "): "));
     }
     members.push_back(*std::move(b));
   }
-  const size_t reserved = std::max<size_t>(size, 1) + alignment();
-  void* base = mmap(nullptr, reserved, PROT_NONE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("[", device_.name(), " AllocPlaced] cannot reserve ",
-                     reserved, " bytes of address space"));
-  }
-  return std::make_unique<MetaBuffer>(*this, size, std::move(members), base,
-                                      reserved, std::move(packing));
+  return Wrap(size, std::move(members), std::move(packing));
 }
 
 size_t MetaBufferType::alignment() const {
@@ -180,7 +187,7 @@ size_t MetaBufferType::AllocSize(const Tensor& t) const {
 
 MetaBuffer::MetaBuffer(MetaBufferType& type, size_t size,
                        std::vector<std::unique_ptr<Buffer>> members, void* base,
-                       size_t reserved, Packing packing)
+                       size_t reserved, MetaPacking packing)
     : Buffer(type, size),
       type_(type),
       members_(std::move(members)),
@@ -284,24 +291,42 @@ absl::StatusOr<Tensor*> MetaBuffer::StableMemberTensor(const Tensor& t,
   return it->second.get();
 }
 
-absl::Status MetaBuffer::ByTensorOnly(absl::string_view what) const {
-  if (!packed()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("[", type_.meta_device().name(), "] ", what,
-                   " of a weights buffer: its tensors are packed per member, "
-                   "write and read them by tensor"));
+absl::StatusOr<std::vector<size_t>> MetaBuffer::MemberOffsets(
+    size_t offset, size_t size, absl::string_view what) const {
+  if (!packed()) return std::vector<size_t>(members_.size(), offset);
+  // The placed tensor that starts at or before `offset`.
+  auto it = packing_.upper_bound(offset);
+  if (it != packing_.begin()) {
+    --it;
+    const MetaSlot& slot = it->second;
+    const size_t delta = offset - it->first;
+    if (slot.state.axis == SplitAxis::kMirrored && delta <= slot.meta_bytes &&
+        size <= slot.meta_bytes - delta) {
+      std::vector<size_t> at = slot.offset;
+      for (size_t& o : at) o += delta;
+      return at;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "[", type_.meta_device().name(), "] ", what, " of bytes [", offset, ", ",
+      offset + size,
+      ") of a weights buffer outside its mirrored tensors: its tensors are "
+      "packed per member, write and read them by tensor"));
 }
 
 absl::Status MetaBuffer::DoWrite(size_t offset, const void* data, size_t size) {
-  TESSERA_RETURN_IF_ERROR(ByTensorOnly("a byte-range write"));
-  for (auto& m : members_)
-    TESSERA_RETURN_IF_ERROR(m->Write(offset, data, size));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<size_t> at,
+                           MemberOffsets(offset, size, "a write"));
+  for (size_t i = 0; i < members_.size(); ++i) {
+    TESSERA_RETURN_IF_ERROR(members_[i]->Write(at[i], data, size));
+  }
   return absl::OkStatus();
 }
 
 absl::Status MetaBuffer::DoRead(size_t offset, void* data, size_t size) {
-  TESSERA_RETURN_IF_ERROR(ByTensorOnly("a byte-range read"));
-  return members_[0]->Read(offset, data, size);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<size_t> at,
+                           MemberOffsets(offset, size, "a read"));
+  return members_[0]->Read(at[0], data, size);
 }
 
 absl::Status MetaBuffer::DoMemset(size_t offset, uint8_t value, size_t size) {
@@ -310,9 +335,10 @@ absl::Status MetaBuffer::DoMemset(size_t offset, uint8_t value, size_t size) {
     for (auto& m : members_) TESSERA_RETURN_IF_ERROR(m->Clear(value));
     return absl::OkStatus();
   }
-  TESSERA_RETURN_IF_ERROR(ByTensorOnly("a byte-range memset"));
-  for (auto& m : members_) {
-    TESSERA_RETURN_IF_ERROR(m->Memset(offset, value, size));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<size_t> at,
+                           MemberOffsets(offset, size, "a memset"));
+  for (size_t i = 0; i < members_.size(); ++i) {
+    TESSERA_RETURN_IF_ERROR(members_[i]->Memset(at[i], value, size));
   }
   return absl::OkStatus();
 }

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -66,6 +67,19 @@ class MetaDevice;
 // is not kCompute) from its name and shape. Must be deterministic.
 using SplitPolicy = std::function<SplitState(const Tensor&)>;
 
+// A placed tensor of a packed meta buffer: its type, shape and state, and
+// where it lies on each member with the room it has there.
+struct MetaSlot {
+  Type type;
+  int64_t ne[kMaxDims];
+  size_t meta_bytes;  // the whole tensor's
+  SplitState state;
+  std::vector<size_t> offset;
+  std::vector<size_t> bytes;
+};
+// Byte offset in the meta buffer -> its tensor's slot.
+using MetaPacking = absl::btree_map<size_t, MetaSlot>;
+
 class MetaBufferType final : public BufferType {
  public:
   explicit MetaBufferType(MetaDevice& device) : device_(device) {}
@@ -73,11 +87,22 @@ class MetaBufferType final : public BufferType {
   Device& device() override;
   // One buffer of `size` bytes per member. Errors: a member's.
   absl::StatusOr<std::unique_ptr<Buffer>> Alloc(size_t size) override;
-  // A packed buffer: each placed tensor's state from the device's policy,
-  // each member buffer as large as its slices. Errors: INVALID_ARGUMENT for
-  // a policy's state that does not fit its tensor; a member's.
+  // A packed buffer: each placed tensor's state from the device's policy
+  // (AllocPacked). Errors: INVALID_ARGUMENT for a policy's state that does
+  // not fit its tensor; AllocPacked's.
   absl::StatusOr<std::unique_ptr<Buffer>> AllocPlaced(
       size_t size, absl::Span<const TensorPlacement> placements) override;
+  // A packed buffer of `size` bytes for contiguous tensors at distinct
+  // offsets, each in its (validated) state: each member buffer holds that
+  // member's slices one after another. Errors: INVALID_ARGUMENT for two
+  // tensors at one offset; a member's allocation error.
+  struct PackedTensor {
+    const Tensor* tensor;
+    size_t offset;
+    SplitState state;
+  };
+  absl::StatusOr<std::unique_ptr<Buffer>> AllocPacked(
+      size_t size, absl::Span<const PackedTensor> tensors);
   // The largest of the members' alignments and AllocSizes; the smallest
   // max_size.
   size_t alignment() const override;
@@ -88,6 +113,11 @@ class MetaBufferType final : public BufferType {
 
  private:
   friend class MetaDevice;
+  // A meta buffer over `members` with an address range of its own.
+  absl::StatusOr<std::unique_ptr<Buffer>> Wrap(
+      size_t size, std::vector<std::unique_ptr<Buffer>> members,
+      MetaPacking packing);
+
   MetaDevice& device_;
   std::string name_;
 };
@@ -95,28 +125,18 @@ class MetaBufferType final : public BufferType {
 // A meta buffer: its `base()` is a reserved, inaccessible address range
 // (tensor data pointers are offsets, never dereferenced); the bytes live in
 // the member buffers. Byte-range Write/Read/Memset treat the bytes as
-// mirrored (every member / member 0). Tensor transfers scatter and gather by
+// mirrored (every member / member 0); in a packed buffer only bytes of one
+// mirrored placed tensor (or the whole buffer, for Clear) may be addressed
+// so. Tensor transfers scatter and gather by
 // the tensor's split state; only contiguous tensors may be split or partial
 // (else INVALID_ARGUMENT). Thread-compatible like every Buffer; the split
 // state records are thread-safe.
 class MetaBuffer final : public Buffer {
  public:
-  // A placed tensor of a packed buffer: its type, shape and state, and
-  // where it lies on each member with the room it has there.
-  struct Slot {
-    Type type;
-    int64_t ne[kMaxDims];
-    SplitState state;
-    std::vector<size_t> offset;
-    std::vector<size_t> bytes;
-  };
-  // Byte offset in the meta buffer -> its tensor's slot.
-  using Packing = absl::flat_hash_map<size_t, Slot>;
-
   // `packing` empty: every member tensor at its meta offset.
   MetaBuffer(MetaBufferType& type, size_t size,
              std::vector<std::unique_ptr<Buffer>> members, void* base,
-             size_t reserved, Packing packing = {});
+             size_t reserved, MetaPacking packing = {});
   ~MetaBuffer() override;
 
   void* base() override { return base_; }
@@ -177,8 +197,12 @@ class MetaBuffer final : public Buffer {
     }
   };
   Key KeyOf(const Tensor& t);
-  // INVALID_ARGUMENT naming `what` for a packed buffer.
-  absl::Status ByTensorOnly(absl::string_view what) const;
+  // Where bytes [offset, offset + size) lie on each member: the same
+  // offset, or, packed, inside one mirrored placed tensor's slots.
+  // Errors: INVALID_ARGUMENT naming `what` for other ranges of a packed
+  // buffer.
+  absl::StatusOr<std::vector<size_t>> MemberOffsets(
+      size_t offset, size_t size, absl::string_view what) const;
 
   // A member tensor's identity: where it lies and how it is laid out.
   struct MemberKey {
@@ -204,7 +228,7 @@ class MetaBuffer final : public Buffer {
   const std::vector<std::unique_ptr<Buffer>> members_;
   void* const base_;
   const size_t reserved_;
-  const Packing packing_;
+  const MetaPacking packing_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<Key, SplitState> states_ ABSL_GUARDED_BY(mu_);

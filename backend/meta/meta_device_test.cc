@@ -215,11 +215,23 @@ TEST(MetaDeviceTest, PackedWeightsHoldOnlyTheMembersSlices) {
     ASSERT_TRUE(buffer->GetTensor(*t, back.data(), 0, tensor_bytes).ok());
     EXPECT_EQ(back, data) << t->name;
   }
-  // Bytes and tensors it was not laid out for are refused, not misplaced.
+  // Bytes of a mirrored tensor are addressed as such; others, and tensors
+  // it was not laid out for, are refused, not misplaced.
+  const size_t m_offset =
+      static_cast<char*>(ts[2]->data) - static_cast<char*>(buffer->base());
+  const float seven[2] = {7.0f, 7.0f};
+  ASSERT_TRUE(buffer->Write(m_offset + 8, seven, 8).ok());
+  float got[3];
+  ASSERT_TRUE(buffer->Read(m_offset + 4, got, 12).ok());
+  EXPECT_EQ(got[0], data[1]);
+  EXPECT_EQ(got[1], 7.0f);
+  EXPECT_EQ(got[2], 7.0f);
   std::vector<uint8_t> bytes(64);
   EXPECT_EQ(buffer->Write(0, bytes.data(), 64).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(buffer->Read(0, bytes.data(), 64).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(buffer->Read(m_offset + tensor_bytes - 4, bytes.data(), 8).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(meta_buffer->MemberTensor(*ts[0], SplitState::Mirrored(), 0)
                 .status()

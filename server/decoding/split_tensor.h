@@ -7,6 +7,7 @@
 // the members.
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -17,6 +18,19 @@
 #include "proto/tessera.pb.h"
 
 namespace tessera::server {
+
+// The most tensors one AllocBuffer may place.
+inline constexpr int kMaxPlacedTensors = 1 << 20;
+
+// A packed weights buffer (MetaBufferType::AllocPacked) of `size` bytes of
+// `type`, a meta device's memory, for the tensors of an AllocBufferRequest's
+// `placed`: each layout well formed (proto/split_state_codec.h), its rows
+// whole blocks, at an offset aligned to the type and inside `size`, its
+// split fitting the device; no two overlapping; at most kMaxPlacedTensors.
+// Errors: INVALID_ARGUMENT naming the problem; the allocation's.
+absl::StatusOr<std::unique_ptr<Buffer>> AllocPacked(
+    BufferType& type, size_t size,
+    const google::protobuf::RepeatedPtrField<v1::PlacedTensor>& placed);
 
 // For a graph tensor `t` whose data was placed in a session buffer: checks
 // that the buffer is a meta device's, that `state` fits `t` and the

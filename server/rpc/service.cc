@@ -215,8 +215,16 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
     TESSERA_ASSIGN_OR_RETURN(MemoryCharge charge,
                              session->Reserve(request->size(), "AllocBuffer"));
     TESSERA_RETURN_IF_ERROR(CheckReserve(type->device(), request->size()));
-    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
-                             type->Alloc(request->size()));
+    absl::StatusOr<std::unique_ptr<Buffer>> allocated =
+        request->placed().empty()
+            ? type->Alloc(request->size())
+            : AllocPacked(*type, request->size(), request->placed());
+    if (!allocated.ok()) {
+      return absl::Status(
+          allocated.status().code(),
+          absl::StrCat("[AllocBuffer] ", allocated.status().message()));
+    }
+    std::unique_ptr<Buffer> buffer = *std::move(allocated);
     buffer->set_usage(*usage);
     TESSERA_RETURN_IF_ERROR(buffer->Clear(0));
     const size_t size = buffer->size();

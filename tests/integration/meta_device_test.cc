@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,8 +98,8 @@ struct LlamaStack {
       });
     }
     output_norm = Weight("output_norm.weight", {kDim});
-    buffer = AllocTensors(device.buffer_type(), weights).value();
-    buffer->set_usage(BufferUsage::kWeights);
+    buffer = AllocTensors(device.buffer_type(), weights, BufferUsage::kWeights)
+                 .value();
     for (size_t i = 0; i < weights.size(); ++i) {
       Tensor* w = weights[i];
       const bool norm = w->ne[1] == 1;
@@ -270,6 +271,43 @@ TEST_F(MetaDaemonTest, ListsTheMetaDeviceWithItsMembers) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// Device memory a member of tp0 has in use, as the daemon reports it.
+uint64_t MemberUsed(Client& client, const std::string& member) {
+  const std::vector<v1::DeviceInfo> devices = client.ListDevices().value();
+  for (const v1::DeviceInfo& d : devices) {
+    if (d.name() == member) return d.memory_total() - d.memory_free();
+  }
+  ADD_FAILURE() << "no device " << member;
+  return 0;
+}
+
+// Weights placed with the split policy are packed: each member holds its
+// half of the split matrices (and the small mirrored norms), not the whole.
+TEST_F(MetaDaemonTest, PlacedWeightsTakeTheMembersSlicesOnly) {
+  const uint64_t before0 = MemberUsed(*client_, "cpu0");
+  const uint64_t before1 = MemberUsed(*client_, "cpu1");
+  std::optional<LlamaStack> stack(std::in_place, Tp0());
+  size_t total = 0;
+  for (const Tensor* w : stack->weights) total += w->NumBytes();
+  EXPECT_GE(stack->buffer->size(), total);
+  for (uint64_t used : {MemberUsed(*client_, "cpu0") - before0,
+                        MemberUsed(*client_, "cpu1") - before1}) {
+    EXPECT_GE(used, total * 4 / 10);
+    EXPECT_LE(used, total * 6 / 10);
+  }
+  // Still computed right.
+  const LlamaStack::Inputs in = LlamaStack::MakeInputs(0);
+  std::vector<float> out(stack->y->NumElements());
+  absl::Status s =
+      client_->Compute(stack->graph, stack->Bind(in),
+                       {{stack->y, out.data(), out.size() * sizeof(float)}});
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_LT(Nmse(out, Local(0)), 1e-10);
+  stack.reset();
+  EXPECT_EQ(MemberUsed(*client_, "cpu0"), before0);
+  EXPECT_EQ(MemberUsed(*client_, "cpu1"), before1);
+}
+
 TEST_F(MetaDaemonTest, LayerStackWithComputeEqualsOneDevice) {
   LlamaStack stack(Tp0());
   for (int k = 0; k < 2; ++k) {
@@ -343,6 +381,37 @@ absl::Status WriteSplit(Client& client, uint64_t buffer, SplitState split,
 void ExpectInvalid(const absl::Status& s, absl::string_view words) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(s.message(), HasSubstr(words));
+}
+
+// A placed f32 [64, 8] tensor at `offset` with `split`.
+v1::PlacedTensor Placed(uint64_t offset, const SplitState& split) {
+  v1::PlacedTensor p;
+  p.set_offset(offset);
+  *p.mutable_layout() = wire::ToProto(
+      wire::TensorLayout{.type = Type::kF32, .ne = {64, 8}, .split = split});
+  return p;
+}
+
+TEST_F(MetaDaemonTest, BadPlacementsAreInvalid) {
+  const SplitState rows = SplitState::Even(1, 8, 2).value();
+  auto alloc = [&](const std::string& device, uint64_t size,
+                   std::vector<v1::PlacedTensor> placed) {
+    return client_
+        ->AllocBuffer(device, size, BufferUsage::kWeights, "", placed)
+        .status();
+  };
+  EXPECT_TRUE(alloc("tp0", 4096, {Placed(0, rows), Placed(2048, rows)}).ok());
+  ExpectInvalid(alloc("cpu0", 4096, {Placed(0, rows)}), "not a meta device");
+  ExpectInvalid(alloc("tp0", 4096, {Placed(0, rows), Placed(1024, rows)}),
+                "overlap");
+  ExpectInvalid(alloc("tp0", 4096, {Placed(4, rows)}), "not aligned");
+  ExpectInvalid(alloc("tp0", 2047, {Placed(0, rows)}), "inside the buffer");
+  ExpectInvalid(alloc("tp0", 4096, {Placed(0, SplitState::Even(1, 9, 2)
+                                                  .value())}),
+                "placed tensor 0");
+  v1::PlacedTensor no_type = Placed(0, rows);
+  no_type.mutable_layout()->set_type(999);
+  ExpectInvalid(alloc("tp0", 4096, {no_type}), "placed tensor 0: layout");
 }
 
 TEST_F(MetaDaemonTest, BadSplitWritesAreInvalid) {
