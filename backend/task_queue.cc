@@ -9,25 +9,19 @@
 
 namespace tessera {
 
-absl::StatusOr<std::unique_ptr<TaskQueue>> TaskQueue::Create(
-    std::string name) {
-  std::unique_ptr<TaskQueue> queue(new TaskQueue(std::move(name)));
-  try {
-    queue->worker_ = std::thread(&TaskQueue::WorkerLoop, queue.get());
-  } catch (const std::system_error& e) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "[", queue->name_, "] cannot start a stream worker thread: ",
-        e.what()));
-  }
-  return queue;
+std::unique_ptr<TaskQueue> TaskQueue::Create(std::string name,
+                                             absl::Duration linger) {
+  return std::unique_ptr<TaskQueue>(new TaskQueue(std::move(name), linger));
 }
 
 TaskQueue::~TaskQueue() {
+  std::thread worker;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    worker = std::move(worker_);
   }
-  if (worker_.joinable()) worker_.join();
+  if (worker.joinable()) worker.join();
 }
 
 void TaskQueue::Enqueue(Task task) { Push({std::move(task), false}); }
@@ -67,12 +61,34 @@ absl::Status TaskQueue::status() {
 }
 
 void TaskQueue::Push(Entry entry) {
-  absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(entry));
-  ++queued_;
+  std::thread stopped;
+  bool drain_here = false;
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(entry));
+    ++queued_;
+    if (draining_) return;
+    // The previous worker, if any, has stopped draining: it only has to
+    // return, and is joined below.
+    draining_ = true;
+    stopped = std::move(worker_);
+    try {
+      worker_ = std::thread(&TaskQueue::Drain, this, /*linger=*/true);
+    } catch (const std::system_error& e) {
+      if (status_.ok()) {
+        status_ = absl::ResourceExhaustedError(absl::StrCat(
+            "[", name_, "] cannot start a stream worker thread: ", e.what()));
+      }
+      drain_here = true;
+    }
+  }
+  if (stopped.joinable()) stopped.join();
+  // The status is an error now: the drain skips every task and completes
+  // the recordings, so it returns promptly.
+  if (drain_here) Drain(/*linger=*/false);
 }
 
-void TaskQueue::WorkerLoop() {
+void TaskQueue::Drain(bool linger) {
   while (true) {
     Entry entry;
     bool skip = false;
@@ -81,8 +97,13 @@ void TaskQueue::WorkerLoop() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !queue_.empty() || stopping_;
       };
-      mu_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // stopping, and everything has run
+      if (linger) mu_.AwaitWithTimeout(absl::Condition(&ready), linger_);
+      if (queue_.empty()) {
+        // Idle for the linger, stopping with everything run, or (without
+        // linger) done: the next Push starts a worker again.
+        draining_ = false;
+        return;
+      }
       entry = std::move(queue_.front());
       queue_.pop_front();
       skip = !status_.ok() && !entry.is_marker;

@@ -10,8 +10,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "backend/event.h"
 #include "backend/ticket_event.h"
 
@@ -20,15 +20,25 @@ namespace tessera {
 // The in-order queue behind a Stream whose work runs on a thread of its own:
 // a worker runs tasks first in, first out. The first task that fails makes
 // its status sticky: later tasks are skipped, except event recordings, which
-// always run so that waiters learn the status. Destruction runs what is
-// queued, then joins the worker. Thread-safe.
+// always run so that waiters learn the status. Thread-safe.
+//
+// An idle queue costs no thread: the worker starts when work is queued and
+// none runs, and exits once the queue has stayed empty for `linger` (a
+// stream in use keeps its worker, so its latency is that of a persistent
+// thread). When a worker cannot be started, the sticky status becomes
+// RESOURCE_EXHAUSTED and the pushing thread drains the queue itself, every
+// task skipped and every recording completed with that status: never an
+// abort or a hang. Destruction runs what is queued, then joins the worker.
 class TaskQueue {
  public:
   using Task = absl::AnyInvocable<absl::Status()>;
 
-  // `name` names the queue in errors (e.g. the device). Errors:
-  // RESOURCE_EXHAUSTED when the worker thread cannot be started.
-  static absl::StatusOr<std::unique_ptr<TaskQueue>> Create(std::string name);
+  // How long an idle worker waits for more work before it exits.
+  static constexpr absl::Duration kDefaultLinger = absl::Seconds(1);
+
+  // `name` names the queue in errors (e.g. the device). Starts no thread.
+  static std::unique_ptr<TaskQueue> Create(
+      std::string name, absl::Duration linger = kDefaultLinger);
   ~TaskQueue();
   TaskQueue(const TaskQueue&) = delete;
   TaskQueue& operator=(const TaskQueue&) = delete;
@@ -53,19 +63,31 @@ class TaskQueue {
     bool is_marker = false;
   };
 
-  explicit TaskQueue(std::string name) : name_(std::move(name)) {}
+  TaskQueue(std::string name, absl::Duration linger)
+      : name_(std::move(name)), linger_(linger) {}
+  // Queues `entry`; starts a worker when none runs, or drains the queue
+  // here when one cannot be started.
   void Push(Entry entry);
-  void WorkerLoop();
+  // Runs entries in order while there are any; with `linger`, also waits
+  // up to linger_ for more (the worker). Called with draining_ set by the
+  // caller; clears it when it returns.
+  void Drain(bool linger);
 
   const std::string name_;
+  const absl::Duration linger_;
   absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;    // tasks ever queued
   uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // tasks ever finished
   absl::Status status_ ABSL_GUARDED_BY(mu_);    // sticky: first error
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Started last in Create, joined first in the destructor.
-  std::thread worker_;
+  // Whether a thread (the worker, or a pusher that could not start one)
+  // runs Drain: it decides under mu_ to stop, so a Push either sees it
+  // draining and leaves the entry to it, or starts the next worker.
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // The last worker started; once it has stopped draining it is joined by
+  // the Push that starts the next one, or by the destructor.
+  std::thread worker_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera

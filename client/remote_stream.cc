@@ -10,10 +10,8 @@ namespace tessera::client {
 
 absl::StatusOr<std::unique_ptr<RemoteStream>> RemoteStream::Create(
     RemoteDevice& device) {
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<TaskQueue> queue,
-                           TaskQueue::Create(device.name()));
   return std::unique_ptr<RemoteStream>(
-      new RemoteStream(device, std::move(queue)));
+      new RemoteStream(device, TaskQueue::Create(device.name())));
 }
 
 absl::Status RemoteStream::CheckRange(const Tensor& t, size_t offset,

@@ -11,9 +11,9 @@
 namespace tessera::client {
 
 // A stream of a RemoteDevice: calls are checked and queued; a worker thread
-// sends them to the daemon in order (WriteTensor, ReadTensor, CopyTensor,
-// Compute of the graph with every tensor in the session's buffers).
-// Contract: backend/stream.h.
+// (running only while there is work, TaskQueue) sends them to the daemon in
+// order (WriteTensor, ReadTensor, CopyTensor, Compute of the graph with every
+// tensor in the session's buffers). Contract: backend/stream.h.
 class RemoteStream final : public Stream {
  public:
   static absl::StatusOr<std::unique_ptr<RemoteStream>> Create(

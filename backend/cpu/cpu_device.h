@@ -27,7 +27,8 @@ struct CpuDeviceOptions {
 };
 
 // A CPU device. Each stream owns a worker thread that runs its queue and a
-// pool of n_threads - 1 helper threads for the rows of each op; several CPU
+// pool of n_threads - 1 helper threads for the rows of each op, started when
+// it has work and gone once it has idled a while (CpuStream); several CPU
 // devices in one process are independent (own threads, own memory
 // accounting), so multi-device code can be tested on one machine.
 class CpuDevice final : public Device {

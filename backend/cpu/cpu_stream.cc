@@ -70,15 +70,12 @@ absl::Status CheckTensorRange(const CpuDevice& device, const Tensor& t,
 absl::StatusOr<std::unique_ptr<CpuStream>> CpuStream::Create(
     CpuDevice& device) {
   absl::StatusOr<std::unique_ptr<ThreadPool>> pool =
-      ThreadPool::Create(device.n_threads());
+      ThreadPool::Create(device.n_threads(), TaskQueue::kDefaultLinger);
   if (!pool.ok()) {
     return Prefixed(pool.status(), absl::StrFormat("[%s] ", device.name()));
   }
-  absl::StatusOr<std::unique_ptr<TaskQueue>> queue =
-      TaskQueue::Create(device.name());
-  if (!queue.ok()) return queue.status();
-  return std::unique_ptr<CpuStream>(
-      new CpuStream(device, std::move(*pool), std::move(*queue)));
+  return std::unique_ptr<CpuStream>(new CpuStream(
+      device, std::move(*pool), TaskQueue::Create(device.name())));
 }
 
 CpuStream::CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool,
@@ -181,8 +178,9 @@ absl::Status CpuStream::ComputeAsync(const Graph& graph) {
 absl::Status CpuStream::RunGraph(const std::vector<Tensor*>& nodes) {
   // 1. Plan: each node worth splitting is a stage of its own on the whole
   //    team; consecutive other nodes form one stage that thread 0 runs
-  //    alone. Scratch memory fits the largest need of any node.
-  const int nth = pool_->size();
+  //    alone. Scratch memory fits the largest need of any node for the
+  //    largest team (a smaller one needs less).
+  const int nth = pool_->max_size();
   struct Stage {
     size_t begin;
     size_t end;
@@ -235,10 +233,13 @@ absl::Status CpuStream::RunGraph(const std::vector<Tensor*>& nodes) {
   const bool team = std::any_of(stages.begin(), stages.end(),
                                 [](const Stage& s) { return s.parallel; });
   auto run = [&](int ith) {
+    // The team the pool could start for this Run (all of it but when a
+    // thread could not be started).
+    const int team_size = team ? pool_->size() : 1;
     for (const Stage& stage : stages) {
       if (stage.parallel) {
         const CpuComputeContext ctx{.ith = ith,
-                                    .nth = nth,
+                                    .nth = team_size,
                                     .kernels = kernels,
                                     .work = scratch,
                                     .barrier = team_barrier};

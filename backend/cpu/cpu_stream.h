@@ -16,12 +16,15 @@ namespace tessera {
 class CpuDevice;
 
 // A stream of a CPU device: a TaskQueue runs its work in order, and
-// computes graphs with a ThreadPool of the device's n_threads (the worker
-// plus n_threads - 1 helpers). Contract: backend/stream.h. Destruction
-// runs what is queued, then joins the threads.
+// computes graphs with a ThreadPool of up to the device's n_threads (the
+// worker plus n_threads - 1 helpers). Its threads run only while it has
+// work and a linger after (TaskQueue::kDefaultLinger): an idle stream
+// costs no thread. Contract: backend/stream.h. Destruction runs what is
+// queued, then joins the threads.
 class CpuStream final : public Stream {
  public:
-  // Errors: RESOURCE_EXHAUSTED when the threads cannot be started.
+  // Starts no thread. Errors: INVALID_ARGUMENT when the device's n_threads
+  // is below 1.
   static absl::StatusOr<std::unique_ptr<CpuStream>> Create(CpuDevice& device);
   ~CpuStream() override;
   CpuStream(const CpuStream&) = delete;
@@ -42,9 +45,10 @@ class CpuStream final : public Stream {
   CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool,
             std::unique_ptr<TaskQueue> queue);
   // Runs `nodes` on the pool and returns the first error. Nodes worth
-  // splitting (CpuIsParallelWorthy) run on the whole team with a barrier
-  // after each; runs of other nodes run on the calling thread alone while
-  // the helpers wait at one barrier.
+  // splitting (CpuIsParallelWorthy) run on the whole team (as many threads
+  // as the pool could start) with a barrier after each; runs of other
+  // nodes run on the calling thread alone while the helpers wait at one
+  // barrier.
   absl::Status RunGraph(const std::vector<Tensor*>& nodes);
 
   CpuDevice& device_;

@@ -1,3 +1,6 @@
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include "graph/ops.h"
 #include "backend/alloc/tensor_allocator.h"
 #include "backend/testing/gate_event.h"
+#include "backend/testing/thread_count.h"
 #include "gtest/gtest.h"
 
 namespace tessera {
@@ -343,6 +347,71 @@ TEST(CpuStreamTest, HundredSmallNodes) {
       EXPECT_FLOAT_EQ(out[e], want) << round << " " << e;
     }
   }
+}
+
+// Streams cost threads only while in use: 200 streams of a 2-thread
+// device, each having computed a product split over its worker and a
+// helper, leave the process with the threads it had once they have idled
+// past their linger, though they all still exist.
+TEST(CpuStreamTest, IdleStreamsCostNoThreads) {
+  CpuDevice device(Options("cpu0", 2));
+  Context ctx;
+  // 37 x 29 outputs of 64 products: worth splitting (CpuIsParallelWorthy).
+  constexpr int kK = 64, kM = 37, kN = 29;
+  Tensor* a = ctx.NewTensor(Type::kF32, {kK, kM}).value();
+  Tensor* b = ctx.NewTensor(Type::kF32, {kK, kN}).value();
+  Tensor* mm = MulMat(ctx, a, b).value();
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(mm).ok());
+  std::unique_ptr<Buffer> buffer =
+      AllocTensors(device.buffer_type(), TensorsOf(graph)).value();
+  const std::vector<float> va = Pattern(kK * kM, 6);
+  const std::vector<float> vb = Pattern(kK * kN, 7);
+  ASSERT_TRUE(buffer->SetTensor(*a, va.data(), 0, va.size() * 4).ok());
+  ASSERT_TRUE(buffer->SetTensor(*b, vb.data(), 0, vb.size() * 4).ok());
+  std::vector<double> want(kM * kN);
+  for (int j = 0; j < kN; ++j) {
+    for (int i = 0; i < kM; ++i) {
+      for (int k = 0; k < kK; ++k) {
+        want[j * kM + i] +=
+            static_cast<double>(va[i * kK + k]) * vb[j * kK + k];
+      }
+    }
+  }
+  // The kernels' own first-use setup happens before the baseline.
+  ASSERT_TRUE(ComputeOn(device, graph).ok());
+
+  const int baseline = testing::ThreadCount(getpid());
+  ASSERT_GT(baseline, 0);
+  constexpr int kStreams = 200;
+  std::vector<std::unique_ptr<Stream>> streams;
+  int peak = baseline;
+  for (int s = 0; s < kStreams; ++s) {
+    streams.push_back(device.CreateStream().value());
+    std::vector<float> got(kM * kN, 0.0f);
+    ASSERT_TRUE(streams.back()->ComputeAsync(graph).ok());
+    ASSERT_TRUE(streams.back()
+                    ->GetTensorAsync(*mm, got.data(), 0, got.size() * 4)
+                    .ok());
+    ASSERT_TRUE(streams.back()->Synchronize().ok());
+    peak = std::max(peak, testing::ThreadCount(getpid()));
+    for (int e = 0; e < kM * kN; ++e) {
+      ASSERT_NEAR(got[e], want[e], 1e-4 * (1 + std::abs(want[e])))
+          << "stream " << s << " element " << e;
+    }
+  }
+  // A stream that has just computed holds its worker and its helper.
+  EXPECT_GE(peak, baseline + 2);
+  EXPECT_EQ(testing::WaitForThreadCount(getpid(), baseline, absl::Seconds(10)),
+            baseline)
+      << kStreams << " idle streams";
+  // An idle stream computes again as before.
+  std::vector<float> got(kM * kN, 0.0f);
+  ASSERT_TRUE(streams.front()->ComputeAsync(graph).ok());
+  ASSERT_TRUE(
+      streams.front()->GetTensorAsync(*mm, got.data(), 0, got.size() * 4).ok());
+  ASSERT_TRUE(streams.front()->Synchronize().ok());
+  EXPECT_NEAR(got[0], want[0], 1e-4 * (1 + std::abs(want[0])));
 }
 
 TEST(CpuStreamTest, RejectsBadArgumentsWhenQueued) {

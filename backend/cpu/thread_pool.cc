@@ -1,9 +1,14 @@
 #include "backend/cpu/thread_pool.h"
 
+#include <atomic>
 #include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
 
 namespace tessera {
 namespace {
@@ -34,11 +39,16 @@ void SpinWaitCounter::Advance() {
   }
 }
 
-void SpinWaitCounter::WaitChange(uint32_t seen) {
+bool SpinWaitCounter::SpinWhileEqual(uint32_t seen) const {
   for (int i = 0; i < kSpinIterations; ++i) {
-    if (value_.load(std::memory_order_acquire) != seen) return;
+    if (value_.load(std::memory_order_acquire) != seen) return true;
     CpuRelax();
   }
+  return false;
+}
+
+void SpinWaitCounter::WaitChange(uint32_t seen) {
+  if (SpinWhileEqual(seen)) return;
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   {
     absl::MutexLock lock(&mu_);
@@ -47,30 +57,43 @@ void SpinWaitCounter::WaitChange(uint32_t seen) {
   sleepers_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-absl::StatusOr<std::unique_ptr<ThreadPool>> ThreadPool::Create(int n_threads) {
+bool SpinWaitCounter::WaitChangeFor(uint32_t seen, absl::Duration timeout) {
+  if (SpinWhileEqual(seen)) return true;
+  const absl::Time deadline = absl::Now() + timeout;
+  bool changed = false;
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  {
+    absl::MutexLock lock(&mu_);
+    bool timed_out = false;
+    while (!(changed = value_.load(std::memory_order_seq_cst) != seen) &&
+           !timed_out) {
+      timed_out = cv_.WaitWithDeadline(&mu_, deadline);
+    }
+  }
+  sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  return changed;
+}
+
+absl::StatusOr<std::unique_ptr<ThreadPool>> ThreadPool::Create(
+    int n_threads, absl::Duration linger) {
   if (n_threads < 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "[ThreadPool] n_threads must be at least 1, got %d", n_threads));
   }
-  std::unique_ptr<ThreadPool> pool(new ThreadPool(n_threads));
-  pool->helpers_.reserve(n_threads - 1);
-  for (int ith = 1; ith < n_threads; ++ith) {
-    try {
-      pool->helpers_.emplace_back(&ThreadPool::HelperLoop, pool.get(), ith);
-    } catch (const std::system_error& e) {
-      // The destructor stops the helpers already started.
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "[ThreadPool] cannot start helper thread %d of %d: %s", ith,
-          n_threads - 1, e.what()));
-    }
-  }
-  return pool;
+  return std::unique_ptr<ThreadPool>(new ThreadPool(n_threads, linger));
 }
 
 ThreadPool::~ThreadPool() {
-  stop_.store(true, std::memory_order_relaxed);
-  work_.Advance();
-  for (std::thread& helper : helpers_) helper.join();
+  std::vector<std::thread> helpers;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_.store(true, std::memory_order_relaxed);
+    work_.Advance();
+    helpers.swap(helpers_);
+  }
+  for (std::thread& helper : helpers) {
+    if (helper.joinable()) helper.join();
+  }
 }
 
 void ThreadPool::Run(absl::FunctionRef<void(int)> fn) {
@@ -78,8 +101,36 @@ void ThreadPool::Run(absl::FunctionRef<void(int)> fn) {
     fn(0);
     return;
   }
-  fn_ = &fn;
-  work_.Advance();
+  {
+    absl::MutexLock lock(&mu_);
+    // 1. Start the helpers that are not running, lowest index first; the
+    //    team is this thread and the helpers that run then.
+    const uint32_t seen = work_.Load();
+    while (running_ < n_threads_ - 1) {
+      const int ith = running_ + 1;
+      std::thread& slot = helpers_[ith - 1];
+      // A previous helper ith has marked itself gone: it only returns.
+      if (slot.joinable()) slot.join();
+      try {
+        slot = std::thread(&ThreadPool::HelperLoop, this, ith, seen);
+      } catch (const std::system_error& e) {
+        if (!warned_) {
+          warned_ = true;
+          spdlog::warn(
+              "[ThreadPool] cannot start helper thread {} of {} ({}): "
+              "computing with {} threads until it can",
+              ith, n_threads_ - 1, e.what(), ith);
+        }
+        break;
+      }
+      ++running_;
+    }
+    // 2. Publish the work under mu_: a helper that has timed out sees it
+    //    before it may exit.
+    team_ = running_ + 1;
+    fn_ = &fn;
+    work_.Advance();
+  }
   fn(0);
   // Every helper passes this barrier after its call returns, so none is
   // still reading fn_ when Run returns.
@@ -88,11 +139,12 @@ void ThreadPool::Run(absl::FunctionRef<void(int)> fn) {
 }
 
 void ThreadPool::Barrier() {
-  if (n_threads_ == 1) return;
-  // Read before arriving: the generation cannot advance until this thread
-  // has arrived too.
+  // Both read before arriving: the generation cannot advance, nor the next
+  // Run set the team, until this thread has arrived too.
+  const int team = team_;
+  if (team == 1) return;
   const uint32_t generation = barrier_.Load();
-  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_threads_) {
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == team) {
     arrived_.store(0, std::memory_order_relaxed);
     barrier_.Advance();
     return;
@@ -100,10 +152,21 @@ void ThreadPool::Barrier() {
   barrier_.WaitChange(generation);
 }
 
-void ThreadPool::HelperLoop(int ith) {
-  uint32_t seen = 0;
+void ThreadPool::HelperLoop(int ith, uint32_t seen) {
   while (true) {
-    work_.WaitChange(seen);
+    if (!work_.WaitChangeFor(seen, linger_)) {
+      // Idle for the linger: exit once this is the highest running helper
+      // (so the running ones stay 1..running_), unless work comes first.
+      absl::MutexLock lock(&mu_);
+      auto turn = [this, ith, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return work_.Load() != seen || running_ == ith;
+      };
+      mu_.Await(absl::Condition(&turn));
+      if (work_.Load() == seen) {
+        running_ = ith - 1;
+        return;
+      }
+    }
     seen = work_.Load();
     if (stop_.load(std::memory_order_relaxed)) return;
     (*fn_)(ith);
