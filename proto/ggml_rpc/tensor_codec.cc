@@ -79,10 +79,11 @@ class GraphParser {
                 size_t{n_nodes} * sizeof(uint64_t));
     uint32_t n_tensors = 0;
     std::memcpy(&n_tensors, payload_.data() + nodes_end, sizeof(uint32_t));
-    if (n_tensors > max_tensors_) {
-      return Invalid(absl::StrCat("n_tensors = ", n_tensors,
-                                  " exceeds the server's max_graph_nodes ",
-                                  max_tensors_));
+    // Each node is a tensor of its own, so there are at least n_nodes.
+    if (n_tensors < n_nodes || n_tensors > max_tensors_) {
+      return Invalid(absl::StrCat("n_tensors = ", n_tensors, ", want ",
+                                  n_nodes, " (n_nodes) to ", max_tensors_,
+                                  " (the server's max_graph_nodes)"));
     }
     const size_t tensors_at = nodes_end + sizeof(uint32_t);
     const size_t want = tensors_at + size_t{n_tensors} * sizeof(WireTensor);
