@@ -5,12 +5,13 @@
 
 namespace tessera::server {
 
-// Gives the C heap's free memory back to the system (glibc's malloc_trim:
-// the free space at the top of the main heap, and every whole free page in
-// every arena). glibc keeps what is freed in its arenas, all the more as
-// TuneProcess (server/operations/process_tuning.h) raises its thresholds so
-// that gRPC messages reuse memory; so once the sessions of a busy period
-// close, the daemon would otherwise stay at its peak RSS.
+// Gives the C heap's free memory back to the system with glibc's
+// malloc_trim: the free top of the main heap and every whole free page in
+// every arena (not the free top of the other arenas, which is why
+// TuneProcess keeps the process to one arena). glibc keeps what is freed,
+// all the more as TuneProcess (server/operations/process_tuning.h) raises
+// its thresholds so that gRPC messages reuse memory; so once the sessions
+// of a busy period close, the daemon would otherwise stay at its peak RSS.
 //
 // A trim walks every arena with its lock held, stalling allocations in
 // other threads meanwhile, and pages given back fault in again when used:
