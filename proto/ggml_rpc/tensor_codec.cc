@@ -81,8 +81,8 @@ class GraphParser {
     std::memcpy(&n_tensors, payload_.data() + nodes_end, sizeof(uint32_t));
     // Each node is a tensor of its own, so there are at least n_nodes.
     if (n_tensors < n_nodes || n_tensors > max_tensors_) {
-      return Invalid(absl::StrCat("n_tensors = ", n_tensors, ", want ",
-                                  n_nodes, " (n_nodes) to ", max_tensors_,
+      return Invalid(absl::StrCat("n_tensors = ", n_tensors, ", want ", n_nodes,
+                                  " (n_nodes) to ", max_tensors_,
                                   " (the server's max_graph_nodes)"));
     }
     const size_t tensors_at = nodes_end + sizeof(uint32_t);
