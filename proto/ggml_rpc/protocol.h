@@ -52,6 +52,11 @@ inline constexpr int kMaxName = 64;
 // Transport capabilities exchanged by HELLO (RDMA); all zero: plain TCP.
 inline constexpr int kConnCapsSize = 24;
 
+// The structs below are packed, so their fields may lie at any address.
+// Read and write them by value only (a field, an array element): binding a
+// reference to one (a `const T&` parameter, a forwarding reference such as
+// a log argument, a range-for over an array), passing an array or taking a
+// field's address is undefined behaviour where the field is misaligned.
 #pragma pack(push, 1)
 // A tensor on the wire. `id` is the client's name for it (its address
 // there; 0 is "none" in src and view_src); `buffer` the remote pointer of

@@ -79,10 +79,11 @@ class GraphParser {
                 size_t{n_nodes} * sizeof(uint64_t));
     uint32_t n_tensors = 0;
     std::memcpy(&n_tensors, payload_.data() + nodes_end, sizeof(uint32_t));
-    if (n_tensors > max_tensors_) {
-      return Invalid(absl::StrCat("n_tensors = ", n_tensors,
-                                  " exceeds the server's max_graph_nodes ",
-                                  max_tensors_));
+    // Each node is a tensor of its own, so there are at least n_nodes.
+    if (n_tensors < n_nodes || n_tensors > max_tensors_) {
+      return Invalid(absl::StrCat("n_tensors = ", n_tensors, ", want ", n_nodes,
+                                  " (n_nodes) to ", max_tensors_,
+                                  " (the server's max_graph_nodes)"));
     }
     const size_t tensors_at = nodes_end + sizeof(uint32_t);
     const size_t want = tensors_at + size_t{n_tensors} * sizeof(WireTensor);
@@ -186,6 +187,12 @@ class GraphParser {
     auto fail = [&](absl::string_view problem) {
       return TensorError(index, t, problem);
     };
+    // Fields by value (protocol.h): these also go to StrCat, which takes
+    // its later arguments by reference.
+    const uint64_t buffer = t.buffer;
+    const uint64_t data = t.data;
+    const uint64_t view_src = t.view_src;
+    const uint64_t view_offs = t.view_offs;
     const bool node = is_node_.contains(index);
     const uint32_t wire_id = static_cast<uint32_t>(wire_ids_.size());
     v1::TensorDef& td = *out_.def.add_tensors();
@@ -202,14 +209,15 @@ class GraphParser {
     absl::StatusOr<uint32_t> flags = FlagsFromGgml(t.flags);
     if (!flags.ok()) return fail(flags.status().message());
     td.set_flags(*flags);
-    const bool view = node && t.view_src != 0;
+    const bool view = node && view_src != 0;
     if (node) {
-      absl::StatusOr<MappedOp> op = OpFromGgml(t.op, t.op_params);
+      // Fields by value, element by element (protocol.h).
+      int32_t op_params[kMaxOpParams];
+      for (int i = 0; i < kMaxOpParams; ++i) op_params[i] = t.op_params[i];
+      absl::StatusOr<MappedOp> op = OpFromGgml(t.op, op_params);
       if (!op.ok()) return fail(op.status().message());
       td.set_op(static_cast<int32_t>(op->op));
       for (int32_t p : op->op_params) td.add_op_params(p);
-      // By index: the packed struct's src array is not 8-byte aligned, so no
-      // reference to it may be formed.
       for (int i = 0; i < kMaxSrc; ++i) {
         const uint64_t src = t.src[i];
         td.add_src(src == 0 ? -1
@@ -217,29 +225,29 @@ class GraphParser {
                                   wire_ids_.at(by_id_.at(src))));
       }
       if (view) {
-        const uint32_t source = by_id_.at(t.view_src);
+        const uint32_t source = by_id_.at(view_src);
         td.set_view_src(wire_ids_.at(source));
-        td.set_view_offs(t.view_offs);
-        const WireTensor& s = tensors_[source];
-        if (t.data != 0 && s.data != 0 &&
-            (t.view_offs > UINT64_MAX - s.data ||
-             t.data != s.data + t.view_offs)) {
-          return fail(absl::StrCat("data 0x", absl::Hex(t.data),
+        td.set_view_offs(view_offs);
+        const uint64_t source_data = tensors_[source].data;
+        if (data != 0 && source_data != 0 &&
+            (view_offs > UINT64_MAX - source_data ||
+             data != source_data + view_offs)) {
+          return fail(absl::StrCat("data 0x", absl::Hex(data),
                                    " is not its view source's data 0x",
-                                   absl::Hex(s.data), " + view_offs ",
-                                   t.view_offs));
+                                   absl::Hex(source_data), " + view_offs ",
+                                   view_offs));
         }
       }
     }
     if (!view) {
-      if ((t.buffer == 0) != (t.data == 0)) {
+      if ((buffer == 0) != (data == 0)) {
         return fail("has a buffer without data or data without a buffer");
       }
-      if (t.data == 0 && !node) return fail("a leaf without data");
-      if (t.data != 0) {
+      if (data == 0 && !node) return fail("a leaf without data");
+      if (data != 0) {
         absl::StatusOr<uint64_t> bytes = TensorBytes(t);
         if (!bytes.ok()) return fail(bytes.status().message());
-        absl::StatusOr<v1::TensorRef> ref = place_(t.buffer, t.data, *bytes);
+        absl::StatusOr<v1::TensorRef> ref = place_(buffer, data, *bytes);
         if (!ref.ok()) return fail(ref.status().message());
         *td.mutable_data() = *std::move(ref);
       }
@@ -270,8 +278,8 @@ absl::StatusOr<uint64_t> TensorBytes(const WireTensor& t) {
     return absl::InvalidArgumentError(
         absl::StrCat("ggml type ", t.type, " has no known block layout"));
   }
-  for (uint32_t n : t.ne) {
-    if (n == 0) return 0;
+  for (int i = 0; i < kMaxDims; ++i) {
+    if (t.ne[i] == 0) return 0;
   }
   if (t.ne[0] % layout->block_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

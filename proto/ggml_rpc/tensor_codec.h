@@ -40,7 +40,7 @@ struct GraphRequest {
 };
 
 // Parses GRAPH_COMPUTE's `payload` (protocol.h):
-//  1. the sizes: the header, n_nodes and n_tensors each at most
+//  1. the sizes: the header, n_nodes from 1 and n_tensors from n_nodes to
 //     `max_tensors`, and the payload exactly as long as they say;
 //  2. tensor ids: non-zero and unique; node ids: each a tensor, once;
 //  3. the tensors the nodes reach through src and view_src (ids that must

@@ -36,8 +36,10 @@ std::vector<uint8_t> Payload(const std::vector<uint64_t>& nodes,
   std::memcpy(p + 4, &n_nodes, 4);
   std::memcpy(p + 8, nodes.data(), nodes.size() * 8);
   std::memcpy(p + 8 + nodes.size() * 8, &n, 4);
-  std::memcpy(p + 12 + nodes.size() * 8, tensors.data(),
-              tensors.size() * sizeof(WireTensor));
+  if (!tensors.empty()) {
+    std::memcpy(p + 12 + nodes.size() * 8, tensors.data(),
+                tensors.size() * sizeof(WireTensor));
+  }
   return out;
 }
 
@@ -120,6 +122,9 @@ TEST(TensorCodecTest, RefusesWhatItCannotMap) {
   EXPECT_FALSE(ParseGraph(payload, 64, Place).ok()) << "short payload";
   EXPECT_FALSE(ParseGraph(Payload({30}, {leaf, node}), 1, Place).ok())
       << "over max_tensors";
+  EXPECT_FALSE(ParseGraph(Payload({30}, {}), 64, Place).ok()) << "no tensors";
+  EXPECT_FALSE(ParseGraph(Payload({30, 10}, {node}), 64, Place).ok())
+      << "fewer tensors than nodes";
 }
 
 TEST(TensorCodecTest, TensorBytesFollowsStrides) {

@@ -217,17 +217,19 @@ absl::Status Connection::Dispatch(Command command, uint64_t size) {
 absl::Status Connection::AllocBuffer(uint64_t size) {
   proto::AllocBufferRequest request;
   TESSERA_RETURN_IF_ERROR(ReadRequest(size, request));
+  // By value: the packed size is not 8-byte aligned.
+  const uint64_t requested = request.size;
   TESSERA_ASSIGN_OR_RETURN(Device * device, DeviceAt(request.device));
   BufferType& type = device->buffer_type();
   auto allocate = [&]() -> absl::StatusOr<proto::AllocBufferResponse> {
-    if (request.size > type.max_size()) {
+    if (requested > type.max_size()) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          request.size, " bytes exceed the max_size ", type.max_size()));
+          requested, " bytes exceed the max_size ", type.max_size()));
     }
     TESSERA_ASSIGN_OR_RETURN(MemoryCharge charge,
-                             session_->Reserve(request.size, "ALLOC_BUFFER"));
+                             session_->Reserve(requested, "ALLOC_BUFFER"));
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
-                             type.Alloc(std::max(uint64_t{request.size}, uint64_t{1})));
+                             type.Alloc(std::max<uint64_t>(requested, 1)));
     TESSERA_RETURN_IF_ERROR(buffer->Clear(0));
     const uint64_t buffer_size = buffer->size();
     TESSERA_ASSIGN_OR_RETURN(
@@ -244,7 +246,7 @@ absl::Status Connection::AllocBuffer(uint64_t size) {
   absl::StatusOr<proto::AllocBufferResponse> response = allocate();
   if (!response.ok()) {
     spdlog::info("[ggml-rpc] {}: ALLOC_BUFFER of {} bytes on {}: {}", peer_,
-                 request.size, device->name(),
+                 requested, device->name(),
                  std::string(response.status().message()));
     response = proto::AllocBufferResponse{0, 0};
   }
@@ -288,21 +290,23 @@ absl::Status Connection::SetTensorHash(uint64_t size) {
   TESSERA_RETURN_IF_ERROR(ReadRequest(size, request));
   proto::ResultResponse response = {0};
   if (shared_.cache != nullptr) {
+    // Fields by value (protocol.h).
+    const uint64_t remote_ptr = request.tensor.buffer;
+    const uint64_t data = request.tensor.data;
+    const uint64_t offset = request.offset;
     // The range from the tensor's address to its buffer's end.
-    TESSERA_ASSIGN_OR_RETURN(const uint64_t base,
-                             memory_->Base(request.tensor.buffer));
+    TESSERA_ASSIGN_OR_RETURN(const uint64_t base, memory_->Base(remote_ptr));
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<Buffer> buffer,
-                             session_->FindBuffer(request.tensor.buffer));
+                             session_->FindBuffer(remote_ptr));
     const uint64_t end = base + buffer->size();
-    const uint64_t at = request.tensor.data + request.offset;
-    if (request.tensor.data < base || at < request.tensor.data || at > end) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "address 0x", absl::Hex(request.tensor.data), " + ", request.offset,
-          " is not in buffer 0x", absl::Hex(request.tensor.buffer)));
+    const uint64_t at = data + offset;
+    if (data < base || at < data || at > end) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("address 0x", absl::Hex(data), " + ", offset,
+                       " is not in buffer 0x", absl::Hex(remote_ptr)));
     }
-    TESSERA_ASSIGN_OR_RETURN(
-        const BufferRange range,
-        TensorRange(request.tensor, request.offset, end - at));
+    TESSERA_ASSIGN_OR_RETURN(const BufferRange range,
+                             TensorRange(request.tensor, offset, end - at));
     TESSERA_ASSIGN_OR_RETURN(std::optional<size_t> placed,
                              shared_.cache->Place(request.hash, range));
     response.result = placed.has_value() ? 1 : 0;
@@ -355,14 +359,16 @@ absl::Status Connection::MemsetTensor(uint64_t size) {
   TESSERA_RETURN_IF_ERROR(ReadRequest(size, request));
   TESSERA_ASSIGN_OR_RETURN(const uint64_t bytes,
                            proto::TensorBytes(request.tensor));
-  if (request.offset > bytes || request.size > bytes - request.offset) {
+  // Fields by value (protocol.h).
+  const uint64_t offset = request.offset;
+  const uint64_t length = request.size;
+  if (offset > bytes || length > bytes - offset) {
     return absl::InvalidArgumentError(
-        absl::StrCat("range of ", request.size, " bytes at offset ",
-                     request.offset, " is outside the tensor's ", bytes));
+        absl::StrCat("range of ", length, " bytes at offset ", offset,
+                     " is outside the tensor's ", bytes));
   }
-  TESSERA_ASSIGN_OR_RETURN(
-      const BufferRange range,
-      TensorRange(request.tensor, request.offset, request.size));
+  TESSERA_ASSIGN_OR_RETURN(const BufferRange range,
+                           TensorRange(request.tensor, offset, length));
   TESSERA_RETURN_IF_ERROR(
       range.buffer->Memset(range.offset, request.value, range.size));
   return socket_->WriteFrame(nullptr, 0);

@@ -42,6 +42,7 @@ absl::Status Socket::Receive(char* data, size_t min, size_t max,
 // 2. A rest smaller than the read-ahead refills it (reading as much as has
 //    arrived); a larger rest is read into `data` directly.
 absl::Status Socket::Read(void* data, size_t size) {
+  if (size == 0) return absl::OkStatus();  // `data` may be null
   char* p = static_cast<char*>(data);
   const size_t buffered = std::min(size, ahead_end_ - ahead_begin_);
   std::memcpy(p, ahead_.data() + ahead_begin_, buffered);

@@ -11,6 +11,8 @@ void TuneProcess() {
   // heap, and the heap keeps up to 1 GiB of free memory at its top.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // One arena: malloc_trim cannot shrink the others (see the header).
+  mallopt(M_ARENA_MAX, 1);
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 

@@ -11,6 +11,12 @@ namespace tessera::server {
 //   to a few MiB; by default glibc returns such memory to the kernel as soon
 //   as it is freed, so the next message faults in and zeroes new pages (on a
 //   virtual machine that is several times slower than the copy itself).
+//   What sessions leave behind goes back when they close (HeapTrimmer,
+//   server/sessions/heap_trimmer.h). That needs the allocator's one main
+//   arena: malloc_trim gives back the free top of the main heap only, and
+//   with the 1 GiB threshold the per-thread arenas glibc would otherwise add
+//   (up to 8 per core) would each keep their peak. The threads share the
+//   arena's lock; small blocks still come from per-thread caches.
 // - absl::Mutex skips its deadlock-cycle detection, which in a library built
 //   without NDEBUG takes one process-wide lock around every lock and unlock.
 void TuneProcess();

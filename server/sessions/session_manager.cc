@@ -40,9 +40,7 @@ SessionManager::SessionManager(absl::Duration idle_timeout,
       max_sessions_(max_sessions),
       session_quota_(session_quota),
       budget_(std::move(budget)) {
-  if (idle_timeout_ > absl::ZeroDuration()) {
-    timer_ = std::thread([this] { TimerLoop(); });
-  }
+  timer_ = std::thread([this] { TimerLoop(); });
 }
 
 SessionManager::~SessionManager() {
@@ -117,6 +115,7 @@ absl::Status SessionManager::Close(absl::string_view id) {
   if (session == nullptr) return NoSession(id);
   spdlog::info("session {} closed by the client", session->id());
   session->Close();
+  RequestTrim();
   return absl::OkStatus();
 }
 
@@ -139,6 +138,7 @@ void SessionManager::Detach(absl::string_view id) {
   if (session == nullptr) return;
   spdlog::info("session {} closed: its Attach stream ended", session->id());
   session->Close();
+  RequestTrim();
 }
 
 size_t SessionManager::ExpireIdle(absl::Time now) {
@@ -161,6 +161,7 @@ size_t SessionManager::ExpireIdle(absl::Time now) {
                  absl::FormatDuration(idle_timeout_));
     session->Close();
   }
+  if (!expired.empty()) RequestTrim();
   return expired.size();
 }
 
@@ -169,17 +170,38 @@ size_t SessionManager::size() const {
   return sessions_.size();
 }
 
-// Checks four times per timeout, at most every second, at least every 5 ms.
+void SessionManager::RequestTrim() {
+  absl::MutexLock lock(&mu_);
+  trim_requested_ = true;
+  timer_wake_ = true;
+}
+
+// 1. Wait for a period (four per idle timeout, at most a second, at least
+//    5 ms) or for sessions to close.
+// 2. Close the idle sessions.
+// 3. Trim the heap if sessions closed since the last trim; when the
+//    throttle refuses, the request waits for a later period.
 void SessionManager::TimerLoop() {
-  const absl::Duration period = std::clamp(
-      idle_timeout_ / 4, absl::Milliseconds(5), absl::Seconds(1));
+  const absl::Duration period =
+      idle_timeout_ > absl::ZeroDuration()
+          ? std::clamp(idle_timeout_ / 4, absl::Milliseconds(5),
+                       absl::Seconds(1))
+          : absl::Seconds(1);
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
+    mu_.AwaitWithTimeout(absl::Condition(this, &SessionManager::TimerWake),
+                         period);
     if (stopping_) break;
+    timer_wake_ = false;
     mu_.Unlock();
     ExpireIdle(absl::Now());
     mu_.Lock();
+    if (std::exchange(trim_requested_, false)) {
+      mu_.Unlock();
+      const bool trimmed = trimmer_.TrimIfDue(absl::Now());
+      mu_.Lock();
+      if (!trimmed) trim_requested_ = true;
+    }
   }
 }
 

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/sessions/heap_trimmer.h"
 #include "server/sessions/memory_account.h"
 #include "server/sessions/session.h"
 
@@ -24,9 +25,12 @@ namespace tessera::server {
 // The open sessions by id. Ids are 128 random bits in hex, so they cannot
 // be guessed. A session ends by Close, by the end of its Attach stream
 // (Detach), or by staying idle (no Find) longer than `idle_timeout` while
-// not attached; a timer thread checks for idle sessions. Ending a session
-// closes it (session.h), which frees what it holds once in-flight requests
-// using it finish. Thread-safe.
+// not attached. Ending a session closes it (session.h), which frees what it
+// holds once in-flight requests using it finish.
+//
+// A timer thread checks for idle sessions and, after sessions close, gives
+// the heap's free memory back to the system (HeapTrimmer, at most once a
+// second), off the threads that serve requests. Thread-safe.
 class SessionManager {
  public:
   // Whether Create takes new sessions: not while the daemon's devices are
@@ -70,6 +74,11 @@ class SessionManager {
 
  private:
   std::shared_ptr<Session> Remove(absl::string_view id);
+  // Sessions were closed: the timer trims the heap.
+  void RequestTrim();
+  bool TimerWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || timer_wake_;
+  }
   void TimerLoop();
 
   // Constant after construction.
@@ -88,7 +97,12 @@ class SessionManager {
   absl::flat_hash_set<std::string> attached_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Admission admission_ ABSL_GUARDED_BY(mu_) = Admission::kOpen;
+  // A trim is due once the throttle allows; the timer runs at once.
+  bool trim_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool timer_wake_ ABSL_GUARDED_BY(mu_) = false;
 
+  // Used by the timer thread only.
+  HeapTrimmer trimmer_{absl::Seconds(1)};
   std::thread timer_;
 };
 

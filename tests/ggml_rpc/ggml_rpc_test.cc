@@ -424,6 +424,7 @@ const std::vector<Malformed>& MalformedTable() {
       // Graphs.
       {"GRAPH_RECOMPUTE with no graph", [](const Scene&) { return Frame(kGraphRecompute, U32(0)); }, true, false},
       {"GRAPH_RECOMPUTE device 9", [](const Scene&) { return Frame(kGraphRecompute, U32(9)); }},
+      {"GRAPH_COMPUTE of 0 bytes", [](const Scene&) { return Frame(kGraphCompute, {}); }},
       {"GRAPH_COMPUTE of 4 bytes", [](const Scene&) { return Frame(kGraphCompute, U32(0)); }},
       {"GRAPH_COMPUTE claiming 1 TiB", [](const Scene& s) { return Frame(kGraphCompute, s.Graph(), uint64_t{1} << 40); }},
       {"GRAPH_COMPUTE n_nodes lies", [](const Scene& s) {
@@ -437,6 +438,7 @@ const std::vector<Malformed>& MalformedTable() {
          return Frame(kGraphCompute, g);
        }},
       {"GRAPH_COMPUTE trailing bytes", [](const Scene& s) { return Frame(kGraphCompute, Cat(s.Graph(), {0, 0, 0})); }},
+      {"GRAPH_COMPUTE no tensors", [](const Scene& s) { return Frame(kGraphCompute, GraphPayload(0, {s.node.id}, {})); }},
       {"GRAPH_COMPUTE no nodes", [](const Scene& s) { return Frame(kGraphCompute, GraphPayload(0, {}, {s.leaf})); }},
       {"GRAPH_COMPUTE device 9", [](const Scene& s) { return Frame(kGraphCompute, GraphPayload(9, {s.node.id}, {s.leaf, s.node})); }},
       {"GRAPH_COMPUTE node id 0", [](const Scene& s) { return Frame(kGraphCompute, GraphPayload(0, {0}, {s.leaf, s.node})); }},
