@@ -87,7 +87,9 @@ class Session {
   // The stream of `device` that one-shot computes of this session run on,
   // created on first use. Callers hold compute_mutex() while they queue work
   // on it (a stream takes work from one thread at a time).
-  absl::Mutex& compute_mutex() { return compute_mu_; }
+  absl::Mutex& compute_mutex() ABSL_LOCK_RETURNED(compute_mu_) {
+    return compute_mu_;
+  }
   absl::StatusOr<Stream*> ComputeStream(Device& device)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(compute_mu_);
   // Drops the one-shot streams (after a failure left them a sticky error).
