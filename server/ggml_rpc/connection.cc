@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "proto/ggml_rpc/tensor_codec.h"
 #include "server/decoding/graph_decoder.h"
+#include "server/sessions/device_reserve.h"
 #include "server/sessions/devices.h"
 #include "spdlog/spdlog.h"
 
@@ -228,6 +229,8 @@ absl::Status Connection::AllocBuffer(uint64_t size) {
     }
     TESSERA_ASSIGN_OR_RETURN(MemoryCharge charge,
                              session_->Reserve(requested, "ALLOC_BUFFER"));
+    TESSERA_RETURN_IF_ERROR(CheckDeviceReserve(
+        *device, requested, shared_.limits.device_memory_reserve));
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
                              type.Alloc(std::max<uint64_t>(requested, 1)));
     TESSERA_RETURN_IF_ERROR(buffer->Clear(0));

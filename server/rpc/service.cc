@@ -14,6 +14,7 @@
 #include "server/rpc/attach_reactor.h"
 #include "server/decoding/buffer_range.h"
 #include "server/decoding/split_tensor.h"
+#include "server/sessions/device_reserve.h"
 #include "server/sessions/compute.h"
 #include "server/sessions/devices.h"
 #include "server/rpc/execute_reactor.h"
@@ -88,18 +89,6 @@ Service::Service(const Registry& registry, SessionManager& sessions,
       metrics_(metrics),
       store_(store),
       streams_{sessions_, limits_, metrics_, store_, in_flight_} {}
-
-absl::Status Service::CheckReserve(Device& device, uint64_t bytes) const {
-  const uint64_t reserve = limits_.device_memory_reserve;
-  if (reserve == 0) return absl::OkStatus();
-  const uint64_t free = device.Props().memory_free;
-  if (bytes <= free && free - bytes >= reserve) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "[AllocBuffer] ", bytes, " bytes on ", device.name(), " would leave ",
-      bytes <= free ? free - bytes : 0, " of its ", free,
-      " free bytes, under the reserve (--device_memory_reserve) of ", reserve,
-      " bytes"));
-}
 
 grpc::ServerUnaryReactor* Service::Done(grpc::CallbackServerContext* context,
                                         const absl::Status& status) {
@@ -214,7 +203,11 @@ grpc::ServerUnaryReactor* Service::AllocBuffer(
     }
     TESSERA_ASSIGN_OR_RETURN(MemoryCharge charge,
                              session->Reserve(request->size(), "AllocBuffer"));
-    TESSERA_RETURN_IF_ERROR(CheckReserve(type->device(), request->size()));
+    if (absl::Status s = CheckDeviceReserve(type->device(), request->size(),
+                                            limits_.device_memory_reserve);
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("[AllocBuffer] ", s.message()));
+    }
     absl::StatusOr<std::unique_ptr<Buffer>> allocated =
         request->placed().empty()
             ? type->Alloc(request->size())

@@ -114,9 +114,6 @@ class Service final
   // Finishes a unary call with `status`.
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context,
                                         const absl::Status& status);
-  // RESOURCE_EXHAUSTED when allocating `bytes` would leave less than
-  // limits_.device_memory_reserve free on `device`.
-  absl::Status CheckReserve(Device& device, uint64_t bytes) const;
   // Runs `body` on the work queue in the turn of `session` (the request's
   // session id) and finishes the call with its status; a call that fails
   // auth_ finishes at once.

@@ -530,6 +530,24 @@ TEST_F(GgmlRpcTest, MalformedRequestsCloseOnlyTheirConnection) {
   }
 }
 
+// --device_memory_reserve holds for ALLOC_BUFFER as for AllocBuffer: with
+// a reserve larger than the device, even 1 MiB (which the daemon of the
+// other tests gives) gets ggml's null pointer, and the connection goes on.
+TEST(GgmlRpcReserveTest, AllocBufferKeepsTheReserve) {
+  auto daemon = DaemonProcess::Start(
+      {"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
+       "--device_memory_reserve=1099511627776"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto c = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto a = (*c)->Alloc(0, 1 << 20);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->remote_ptr, 0u);
+  std::vector<uint8_t> req;
+  Put(req, 0, 4);
+  EXPECT_TRUE((*c)->Call(kGetDeviceMemory, req, 16).ok());
+}
+
 // A listen address beyond loopback needs --insecure.
 TEST(GgmlRpcExposureTest, RefusesNonLoopbackWithoutInsecure) {
   auto daemon = DaemonProcess::Start(
