@@ -248,11 +248,13 @@ absl::Status Client::WriteTensorCached(const v1::TensorRef& dst,
 }
 
 absl::Status Client::ReadTensor(const v1::TensorRef& src, void* data,
-                                uint64_t size) {
+                                uint64_t size,
+                                const v1::TensorLayout* layout) {
   v1::ReadTensorRequest request;
   request.set_session(session_);
   *request.mutable_src() = src;
   request.set_size(size);
+  if (layout != nullptr) *request.mutable_layout() = *layout;
   std::optional<grpc::ByteBuffer> first(std::in_place);
   TESSERA_RETURN_IF_ERROR(
       wire::SerializeRaw(request, "[ReadTensor]", *first));

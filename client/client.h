@@ -143,7 +143,10 @@ class Client {
   // every hardware thread.
   absl::Status WriteTensorCached(const v1::TensorRef& dst, const void* data,
                                  uint64_t size);
-  absl::Status ReadTensor(const v1::TensorRef& src, void* data, uint64_t size);
+  // `layout`: a meta device's split tensor, gathered by the daemon
+  // (ReadTensorRequest.layout).
+  absl::Status ReadTensor(const v1::TensorRef& src, void* data, uint64_t size,
+                          const v1::TensorLayout* layout = nullptr);
   absl::Status MemsetTensor(const v1::TensorRef& dst, uint8_t value,
                             uint64_t size);
   absl::Status CopyTensor(const v1::TensorRef& src, const v1::TensorRef& dst,

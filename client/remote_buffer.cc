@@ -143,12 +143,16 @@ absl::Status RemoteBuffer::DoGetTensor(const Tensor& t, size_t base_offset,
                                        void* data, size_t offset,
                                        size_t size) {
   TESSERA_ASSIGN_OR_RETURN(std::optional<SplitState> split, SplitOf(t));
-  if (split.has_value() && !(*split == SplitState::Mirrored())) {
-    return absl::UnimplementedError(absl::StrCat(
-        "[RemoteBuffer] reading ", Describe(t), ", ", split->ToString(),
-        " over the daemon's members: only graph outputs are gathered"));
+  if (!split.has_value() || *split == SplitState::Mirrored()) {
+    return Buffer::DoGetTensor(t, base_offset, data, offset, size);
   }
-  return Buffer::DoGetTensor(t, base_offset, data, offset, size);
+  if (offset != 0 || size != t.NumBytes() || !t.IsContiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "[RemoteBuffer] ", Describe(t), " is ", split->ToString(),
+        " over the daemon's members: read it whole and contiguous"));
+  }
+  const v1::TensorLayout layout = LayoutOf(t, *split);
+  return client_.ReadTensor(At(base_offset), data, size, &layout);
 }
 
 absl::Status RemoteBuffer::DoMemset(size_t offset, uint8_t value,

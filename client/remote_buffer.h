@@ -79,10 +79,9 @@ class RemoteBuffer final : public Buffer {
   absl::Status DoRead(size_t offset, void* data, size_t size) override;
   absl::Status DoMemset(size_t offset, uint8_t value, size_t size) override;
   // On a meta device with a split policy (RemoteDevice::SetSplitPolicy), a
-  // tensor written whole travels with its layout and split state; a part of
-  // a split or partial tensor is INVALID_ARGUMENT. Reading a split or
-  // partial tensor back is UNIMPLEMENTED (the daemon gathers graph outputs
-  // only).
+  // tensor written or read whole travels with its layout and split state
+  // (the daemon scatters or gathers it); a part of a split or partial tensor
+  // is INVALID_ARGUMENT.
   absl::Status DoSetTensor(Tensor& t, size_t base_offset, const void* data,
                            size_t offset, size_t size) override;
   absl::Status DoGetTensor(const Tensor& t, size_t base_offset, void* data,

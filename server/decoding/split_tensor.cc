@@ -45,6 +45,27 @@ absl::StatusOr<Tensor> LayoutTensor(const wire::TensorLayout& layout) {
   return t;
 }
 
+// The tensor of layout `def` at `offset` of meta buffer `buffer`, `size`
+// bytes, its split fitting the device; and that split.
+absl::StatusOr<std::pair<Tensor, SplitState>> LaidOutAt(
+    Buffer& buffer, size_t offset, size_t size, const v1::TensorLayout& def,
+    absl::string_view transfer) {
+  TESSERA_ASSIGN_OR_RETURN(wire::TensorLayout layout, wire::FromProto(def));
+  TESSERA_ASSIGN_OR_RETURN(MetaBuffer * meta, AsMeta(&buffer));
+  TESSERA_ASSIGN_OR_RETURN(Tensor t, LayoutTensor(layout));
+  if (t.NumBytes() != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout: a tensor of ", t.NumBytes(), " bytes (",
+                     Describe(t), ") for a ", transfer, " of ", size,
+                     " bytes"));
+  }
+  t.buffer = meta;
+  t.data = static_cast<char*>(meta->base()) + offset;
+  TESSERA_RETURN_IF_ERROR(ValidateSplit(layout.split, t, meta->n_members()));
+  return std::make_pair(t, layout.split);
+}
+
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Buffer>> AllocPacked(
@@ -118,18 +139,27 @@ absl::Status PlaceSplit(Tensor& t, const SplitState& state) {
 absl::StatusOr<Tensor> SplitWriteTarget(Buffer& buffer, size_t offset,
                                         size_t size,
                                         const v1::TensorLayout& def) {
-  TESSERA_ASSIGN_OR_RETURN(wire::TensorLayout layout, wire::FromProto(def));
-  TESSERA_ASSIGN_OR_RETURN(MetaBuffer * meta, AsMeta(&buffer));
-  TESSERA_ASSIGN_OR_RETURN(Tensor t, LayoutTensor(layout));
-  if (t.NumBytes() != size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("layout: a tensor of ", t.NumBytes(), " bytes (",
-                     Describe(t), ") for a write of ", size, " bytes"));
+  TESSERA_ASSIGN_OR_RETURN(auto laid_out,
+                           LaidOutAt(buffer, offset, size, def, "write"));
+  auto& [t, split] = laid_out;
+  static_cast<MetaBuffer*>(t.buffer)->RecordState(t, split);
+  return t;
+}
+
+absl::StatusOr<Tensor> SplitReadSource(Buffer& buffer, size_t offset,
+                                       size_t size,
+                                       const v1::TensorLayout& def) {
+  TESSERA_ASSIGN_OR_RETURN(auto laid_out,
+                           LaidOutAt(buffer, offset, size, def, "read"));
+  auto& [t, split] = laid_out;
+  const std::optional<SplitState> written =
+      static_cast<MetaBuffer*>(t.buffer)->RecordedState(t);
+  if (!written.has_value() || !(*written == split)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layout: ", Describe(t), " was not written ", split.ToString(),
+        written.has_value() ? absl::StrCat(" but ", written->ToString())
+                            : std::string(" at this offset")));
   }
-  t.buffer = meta;
-  t.data = static_cast<char*>(meta->base()) + offset;
-  TESSERA_RETURN_IF_ERROR(ValidateSplit(layout.split, t, meta->n_members()));
-  meta->RecordState(t, layout.split);
   return t;
 }
 

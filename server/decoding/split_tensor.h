@@ -51,6 +51,14 @@ absl::StatusOr<Tensor> SplitWriteTarget(Buffer& buffer, size_t offset,
                                         size_t size,
                                         const v1::TensorLayout& layout);
 
+// The tensor a read with `layout` (ReadTensor) gathers from bytes
+// [offset, offset + size) of `buffer`: as SplitWriteTarget, and `layout`'s
+// split must be the one the tensor was written with. Errors:
+// INVALID_ARGUMENT naming the problem.
+absl::StatusOr<Tensor> SplitReadSource(Buffer& buffer, size_t offset,
+                                       size_t size,
+                                       const v1::TensorLayout& layout);
+
 // Writes bytes [done, done + size) of a write that starts at `offset` of
 // `buffer`: scattered as bytes of `split` when given (SplitWriteTarget),
 // else as they are.

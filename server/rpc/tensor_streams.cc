@@ -249,6 +249,16 @@ class ReadTensorReactor final
         range_, ResolveRange(*session, "[ReadTensor] src",
                              request.src().buffer(), request.src().offset(),
                              request.size()));
+    if (request.has_layout()) {
+      absl::StatusOr<Tensor> split = SplitReadSource(
+          *range_.buffer, range_.offset, range_.size, request.layout());
+      if (!split.ok()) {
+        return absl::Status(
+            split.status().code(),
+            absl::StrCat("[ReadTensor] ", split.status().message()));
+      }
+      split_ = *std::move(split);
+    }
     return absl::OkStatus();
   }
 
@@ -277,6 +287,13 @@ class ReadTensorReactor final
   // A host buffer's memory is sent in place, the slice keeping the buffer
   // alive until gRPC lets go of it; other buffers are read into a new slice.
   absl::StatusOr<grpc::Slice> ChunkAt(size_t at, size_t n) {
+    if (split_.has_value()) {
+      // Gathered from the members, a chunk at a time.
+      grpc::Slice data(n);
+      TESSERA_RETURN_IF_ERROR(range_.buffer->GetTensor(
+          *split_, const_cast<uint8_t*>(data.begin()), at - range_.offset, n));
+      return data;
+    }
     if (range_.buffer->type().is_host()) {
       auto* keep = new std::shared_ptr<Buffer>(range_.buffer);
       return grpc::Slice(
@@ -293,6 +310,8 @@ class ReadTensorReactor final
   const TensorStreamContext& context_;
   const InFlight::Hold hold_;
   BufferRange range_;
+  // The tensor of a read with a layout, gathered from a meta device.
+  std::optional<Tensor> split_;
   size_t sent_ = 0;
   grpc::ByteBuffer message_;
 };

@@ -19,6 +19,7 @@
 #include "backend/meta/llama_policy.h"
 #include "client/client.h"
 #include "client/graph_encoder.h"
+#include "client/remote_buffer.h"
 #include "client/remote_device.h"
 #include "client/remote_graph.h"
 #include "gmock/gmock.h"
@@ -502,17 +503,33 @@ TEST_F(MetaDaemonTest, BadGraphSplitsAreInvalid) {
   EXPECT_TRUE(compute(encoded.def).ok());
 }
 
-// Part of a split weight cannot be written, nor read back through the
-// byte protocol; a whole mirrored write can.
+// A split weight is written and read whole (scattered and gathered by the
+// daemon), not in parts; a mirrored one also in parts.
 TEST_F(MetaDaemonTest, SplitWeightsAreWrittenWhole) {
   LlamaStack stack(Tp0());
   Tensor* wq = stack.layers[0].wq;
   std::vector<float> row(wq->ne[0], 1.0f);
   ExpectInvalid(wq->buffer->SetTensor(*wq, row.data(), 0, row.size() * 4),
                 "write it whole and contiguous");
+  std::vector<float> whole(wq->NumElements());
+  for (size_t i = 0; i < whole.size(); ++i) whole[i] = 0.25f * (i % 97);
+  ASSERT_TRUE(testing::Write(*wq, whole.data()).ok());
   std::vector<float> back(wq->NumElements());
-  EXPECT_EQ(wq->buffer->GetTensor(*wq, back.data(), 0, wq->NumBytes()).code(),
-            absl::StatusCode::kUnimplemented);
+  ASSERT_TRUE(
+      wq->buffer->GetTensor(*wq, back.data(), 0, wq->NumBytes()).ok());
+  EXPECT_EQ(back, whole);
+  ExpectInvalid(wq->buffer->GetTensor(*wq, back.data(), 0, 64),
+                "read it whole and contiguous");
+  // A layout other than the one written is refused by the daemon.
+  auto* remote = static_cast<client::RemoteBuffer*>(wq->buffer);
+  const v1::TensorLayout mirrored = wire::ToProto(wire::TensorLayout{
+      .type = wq->type,
+      .ne = {wq->ne, wq->ne + kMaxDims},
+      .split = SplitState::Mirrored(),
+  });
+  ExpectInvalid(client_->ReadTensor(remote->RefOf(*wq).value(), back.data(),
+                                    wq->NumBytes(), &mirrored),
+                "was not written");
   Tensor* norm = stack.output_norm;
   std::vector<float> ones(norm->NumElements(), 1.0f);
   ASSERT_TRUE(norm->buffer->SetTensor(*norm, ones.data(), 0, 16).ok());
