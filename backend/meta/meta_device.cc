@@ -224,13 +224,25 @@ absl::StatusOr<SplitState> MetaBuffer::StateOf(const Tensor& t) {
       Prefixed(ValidateSplit(state, t, n_members()),
                absl::StrCat("[", meta_device().name(), "] split policy: ")));
   absl::MutexLock lock(&mu_);
-  states_[key] = state;
+  if (states_.size() < kMaxStates) states_[key] = state;
   return state;
 }
 
-void MetaBuffer::RecordState(const Tensor& t, const SplitState& state) {
+absl::Status MetaBuffer::RecordState(const Tensor& t, const SplitState& state) {
+  const Key key = KeyOf(t);
   absl::MutexLock lock(&mu_);
-  states_[KeyOf(t)] = state;
+  auto it = states_.find(key);
+  if (it != states_.end()) {
+    it->second = state;
+    return absl::OkStatus();
+  }
+  if (states_.size() >= kMaxStates) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "[", meta_device().name(), "] ", Describe(t), ": a buffer holds split ",
+        "states for at most ", kMaxStates, " distinct tensors"));
+  }
+  states_.emplace(key, state);
+  return absl::OkStatus();
 }
 
 std::optional<SplitState> MetaBuffer::RecordedState(const Tensor& t) {

@@ -146,10 +146,14 @@ class MetaBuffer final : public Buffer {
 
   // The split state of `t` (in this buffer): the one last recorded for its
   // offset, type and shape; else, outside compute buffers, the device's
-  // policy (recorded); else MIRRORED. Errors: INVALID_ARGUMENT for a
-  // policy's state that does not fit `t`.
+  // policy (recorded while the buffer has room); else MIRRORED. Errors:
+  // INVALID_ARGUMENT for a policy's state that does not fit `t`.
   absl::StatusOr<SplitState> StateOf(const Tensor& t);
-  void RecordState(const Tensor& t, const SplitState& state);
+  // Records `state` for `t`'s offset, type and shape. Errors:
+  // RESOURCE_EXHAUSTED when `t` would be the buffer's kMaxStates + 1st
+  // distinct tensor with a state.
+  absl::Status RecordState(const Tensor& t, const SplitState& state);
+  static constexpr size_t kMaxStates = 1 << 16;
   // The state last recorded for `t` (no policy), if any.
   std::optional<SplitState> RecordedState(const Tensor& t);
 

@@ -250,6 +250,36 @@ TEST(MetaDeviceTest, PackedWeightsHoldOnlyTheMembersSlices) {
   EXPECT_EQ(back, std::vector<float>(data.size(), 0.0f));
 }
 
+// The split states a buffer records are bounded: past kMaxStates distinct
+// tensors a new one is RESOURCE_EXHAUSTED, while known ones still update.
+TEST(MetaDeviceTest, RecordedStatesAreBounded) {
+  Tp tp(2, 1, 0, LayoutPolicy);
+  auto buffer = tp.meta().buffer_type().Alloc(1 << 20).value();
+  auto* meta = static_cast<MetaBuffer*>(buffer.get());
+  Tensor t;
+  t.type = Type::kF32;
+  t.buffer = meta;
+  t.data = meta->base();
+  auto shaped = [&](int64_t k) {
+    t.ne[0] = 2 + 2 * (k % 256);
+    t.ne[1] = 1 + k / 256;
+    ContiguousStrides(t.type, t.ne, t.nb);
+    return t;
+  };
+  for (size_t k = 0; k < MetaBuffer::kMaxStates; ++k) {
+    ASSERT_TRUE(
+        meta->RecordState(shaped(k), SplitState::Even(0, t.ne[0], 2).value())
+            .ok())
+        << k;
+  }
+  EXPECT_EQ(meta->RecordState(shaped(MetaBuffer::kMaxStates),
+                              SplitState::Mirrored())
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(meta->RecordState(shaped(7), SplitState::Mirrored()).ok());
+  EXPECT_EQ(meta->RecordedState(shaped(7)), SplitState::Mirrored());
+}
+
 TEST(MetaDeviceTest, PolicyThatDoesNotFitIsInvalid) {
   Tp tp(2, 1, 0, [](int) {
     return [](const Tensor& t) { return SplitState::Even(0, 3, 2).value(); };

@@ -160,7 +160,8 @@ absl::Status MetaStream::ComputeAsync(const Graph& graph) {
     plan = (plans_[&graph] = std::move(fresh)).get();
   }
   for (auto& [t, state] : plan->final_states) {
-    static_cast<MetaBuffer*>(t->buffer)->RecordState(*t, state);
+    TESSERA_RETURN_IF_ERROR(
+        static_cast<MetaBuffer*>(t->buffer)->RecordState(*t, state));
   }
   last_collectives_ = plan->n_collectives;
   Communicator& comm = device_.comm();

@@ -132,8 +132,7 @@ absl::Status PlaceSplit(Tensor& t, const SplitState& state) {
         absl::StrCat("split state ", state.ToString(),
                      " is not the one its data has: ", written->ToString()));
   }
-  meta->RecordState(t, state);
-  return absl::OkStatus();
+  return meta->RecordState(t, state);
 }
 
 absl::StatusOr<Tensor> SplitWriteTarget(Buffer& buffer, size_t offset,
@@ -142,7 +141,8 @@ absl::StatusOr<Tensor> SplitWriteTarget(Buffer& buffer, size_t offset,
   TESSERA_ASSIGN_OR_RETURN(auto laid_out,
                            LaidOutAt(buffer, offset, size, def, "write"));
   auto& [t, split] = laid_out;
-  static_cast<MetaBuffer*>(t.buffer)->RecordState(t, split);
+  TESSERA_RETURN_IF_ERROR(
+      static_cast<MetaBuffer*>(t.buffer)->RecordState(t, split));
   return t;
 }
 

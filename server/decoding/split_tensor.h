@@ -13,14 +13,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/buffer.h"
+#include "backend/meta/meta_device.h"
 #include "backend/meta/split_state.h"
 #include "graph/tensor.h"
 #include "proto/tessera.pb.h"
 
 namespace tessera::server {
 
-// The most tensors one AllocBuffer may place.
-inline constexpr int kMaxPlacedTensors = 1 << 20;
+// The most tensors one AllocBuffer may place: as many as a meta buffer
+// keeps split states for.
+inline constexpr int kMaxPlacedTensors = MetaBuffer::kMaxStates;
 
 // A packed weights buffer (MetaBufferType::AllocPacked) of `size` bytes of
 // `type`, a meta device's memory, for the tensors of an AllocBufferRequest's
