@@ -19,21 +19,6 @@ float YarnCorrDim(int n_dims, int n_ctx_orig, float n_rot, float base) {
 
 }  // namespace
 
-RopeCorrDims CorrDimsOf(const Tensor& node) {
-  const int n_dims = node.op_params[1];
-  const int n_ctx_orig = node.op_params[4];
-  const float freq_base = node.param<float>(5);
-  const float beta_fast = node.param<float>(9);
-  const float beta_slow = node.param<float>(10);
-  return {
-      .low = std::max(0.0f, std::floor(YarnCorrDim(n_dims, n_ctx_orig,
-                                                   beta_fast, freq_base))),
-      .high = std::min(static_cast<float>(n_dims - 1),
-                       std::ceil(YarnCorrDim(n_dims, n_ctx_orig, beta_slow,
-                                             freq_base))),
-  };
-}
-
 float AlibiSlope(float max_bias, int64_t head, int64_t n_head) {
   if (!(max_bias > 0.0f)) return 1.0f;
   int64_t h = 1;
@@ -45,18 +30,29 @@ float AlibiSlope(float max_bias, int64_t head, int64_t n_head) {
 }
 
 
-void ComputeRopeAngles(const Tensor& node, double pos, RopeAngles& out) {
+RopeFrequencies RopeFrequenciesOf(const Tensor& node) {
   const int n_dims = node.op_params[1];
+  const int n_ctx_orig = node.op_params[4];
   const float freq_base = node.param<float>(5);
   const float freq_scale = node.param<float>(6);
   const float ext_factor = node.param<float>(7);
   const float attn_factor = node.param<float>(8);
-  const auto [low, high] = CorrDimsOf(node);
+  const float beta_fast = node.param<float>(9);
+  const float beta_slow = node.param<float>(10);
+  const float low = std::max(
+      0.0f, std::floor(YarnCorrDim(n_dims, n_ctx_orig, beta_fast, freq_base)));
+  const float high = std::min(
+      static_cast<float>(n_dims - 1),
+      std::ceil(YarnCorrDim(n_dims, n_ctx_orig, beta_slow, freq_base)));
 
   const Tensor* factors = node.src[2];
   const int pairs = n_dims / 2;
-  out.cos.resize(pairs);
-  out.sin.resize(pairs);
+  RopeFrequencies f;
+  f.extrap.resize(pairs);
+  f.ramp.assign(pairs, 0.0);
+  f.freq_scale = freq_scale;
+  f.mscale = attn_factor;
+  if (ext_factor != 0.0f) f.mscale *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
   for (int i = 0; i < pairs; ++i) {
     float factor = 1.0f;
     if (factors != nullptr) {
@@ -64,21 +60,28 @@ void ComputeRopeAngles(const Tensor& node, double pos, RopeAngles& out) {
                   static_cast<const char*>(factors->data) + i * factors->nb[0],
                   sizeof(factor));
     }
-    const double theta_extrap =
-        pos * std::pow(static_cast<double>(freq_base), -2.0 * i / n_dims) /
-        factor;
-    const double theta_interp = freq_scale * theta_extrap;
-    double theta = theta_interp;
-    double mscale = attn_factor;
+    f.extrap[i] =
+        std::pow(static_cast<double>(freq_base), -2.0 * i / n_dims) / factor;
     if (ext_factor != 0.0f) {
       const double y =
           (i - static_cast<double>(low)) / std::max(0.001f, high - low);
-      const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
-      theta = theta_interp * (1.0 - ramp) + theta_extrap * ramp;
-      mscale *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
+      f.ramp[i] = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
     }
-    out.cos[i] = std::cos(theta) * mscale;
-    out.sin[i] = std::sin(theta) * mscale;
+  }
+  return f;
+}
+
+void ComputeRopeAngles(const Tensor& node, double pos, RopeAngles& out) {
+  const RopeFrequencies f = RopeFrequenciesOf(node);
+  out.cos.resize(f.extrap.size());
+  out.sin.resize(f.extrap.size());
+  for (size_t i = 0; i < f.extrap.size(); ++i) {
+    const double theta_extrap = pos * f.extrap[i];
+    const double theta_interp = f.freq_scale * theta_extrap;
+    const double theta =
+        theta_interp * (1.0 - f.ramp[i]) + theta_extrap * f.ramp[i];
+    out.cos[i] = std::cos(theta) * f.mscale;
+    out.sin[i] = std::sin(theta) * f.mscale;
   }
 }
 

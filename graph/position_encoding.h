@@ -14,13 +14,25 @@ namespace tessera {
 // 1 when max_bias <= 0.
 float AlibiSlope(float max_bias, int64_t head, int64_t n_head);
 
-// YaRN's correction dims of ROPE node `node`: floor/ceil of the YaRN
-// correction dimension at beta_fast/beta_slow, clamped to [0, n_dims - 1].
-struct RopeCorrDims {
-  float low;
-  float high;
+// The part of ROPE node `node`'s angles that does not depend on the
+// position (ggml's rope_yarn), per rotated pair i:
+//   extrap_i = base^(-2i / n_dims) / ff_i (ff_i the node's F32 freq_factors
+//   src[2] value i, read through its strides; 1 without one), the angle
+//   per position step before scaling;
+//   ramp_i = ext_factor * (1 - clamp((i - low) / max(0.001, high - low), 0,
+//   1)), YaRN's weight of the unscaled angle (0 with ext_factor 0), where
+//   [low, high] are the floor/ceil of the YaRN correction dimension at
+//   beta_fast/beta_slow, clamped to [0, n_dims - 1];
+// and the magnitude mscale = attn_factor, times (1 + 0.1 ln(1 / freq_scale))
+// with ext_factor != 0. At position pos, pair i turns by
+//   theta_i = pos extrap_i freq_scale (1 - ramp_i) + pos extrap_i ramp_i.
+struct RopeFrequencies {
+  std::vector<double> extrap;
+  std::vector<double> ramp;
+  double freq_scale = 1.0;
+  double mscale = 1.0;
 };
-RopeCorrDims CorrDimsOf(const Tensor& node);
+RopeFrequencies RopeFrequenciesOf(const Tensor& node);
 
 struct RopeAngles {
   std::vector<double> cos;  // one per rotated pair, scaled by mscale
@@ -28,15 +40,7 @@ struct RopeAngles {
 };
 
 // cos and sin of each pair's angle at position `pos` for ROPE node `node`
-// (ggml's rope_yarn):
-//   theta_extrap = pos * base^(-2i / n_dims) / ff_i (ff_i the node's F32
-//   freq_factors src[2] value i, read through its strides; 1 without one),
-//   theta_interp = freq_scale *
-//   theta_extrap; with ext_factor != 0, ramp = ext_factor * (1 - clamp((i -
-//   low) / max(0.001, high - low), 0, 1)) mixes them as theta = theta_interp
-//   (1 - ramp) + theta_extrap ramp and mscale = attn_factor (1 + 0.1
-//   ln(1 / freq_scale)); otherwise theta = theta_interp, mscale =
-//   attn_factor. [low, high] are CorrDimsOf(node).
+// (RopeFrequencies' theta_i), times mscale.
 void ComputeRopeAngles(const Tensor& node, double pos, RopeAngles& out);
 
 }  // namespace tessera

@@ -1,23 +1,14 @@
 #include "backend/cpu/rope_angles.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "graph/position_encoding.h"
 
 namespace tessera {
 
 RopeAngleCache::RopeAngleCache(const Tensor& node) {
-  const int n_dims = node.op_params[1];
-  const float freq_base = node.param<float>(5);
-  const float freq_scale = node.param<float>(6);
-  const float ext_factor = node.param<float>(7);
-  const float attn_factor = node.param<float>(8);
-  const auto [low, high] = CorrDimsOf(node);
-
-  const Tensor* factors = node.src[2];
-  const int pairs = n_dims / 2;
+  const RopeFrequencies f = RopeFrequenciesOf(node);
+  const size_t pairs = f.extrap.size();
   k_.resize(pairs);
   step_c_.resize(pairs);
   step_s_.resize(pairs);
@@ -25,26 +16,9 @@ RopeAngleCache::RopeAngleCache(const Tensor& node) {
   s_.resize(pairs);
   cos_f_.resize(pairs);
   sin_f_.resize(pairs);
-  mscale_ = attn_factor;
-  if (ext_factor != 0.0f) mscale_ *= 1.0 + 0.1 * std::log(1.0 / freq_scale);
-  for (int i = 0; i < pairs; ++i) {
-    float factor = 1.0f;
-    if (factors != nullptr) {
-      std::memcpy(&factor,
-                  static_cast<const char*>(factors->data) + i * factors->nb[0],
-                  sizeof(factor));
-    }
-    // theta = pos * extrap * (freq_scale (1 - ramp) + ramp).
-    const double extrap =
-        std::pow(static_cast<double>(freq_base), -2.0 * i / n_dims) / factor;
-    double mix = freq_scale;
-    if (ext_factor != 0.0f) {
-      const double y =
-          (i - static_cast<double>(low)) / std::max(0.001f, high - low);
-      const double ramp = (1.0 - std::min(1.0, std::max(0.0, y))) * ext_factor;
-      mix = freq_scale * (1.0 - ramp) + ramp;
-    }
-    k_[i] = extrap * mix;
+  mscale_ = f.mscale;
+  for (size_t i = 0; i < pairs; ++i) {
+    k_[i] = f.extrap[i] * (f.freq_scale * (1.0 - f.ramp[i]) + f.ramp[i]);
     step_c_[i] = std::cos(k_[i]);
     step_s_[i] = std::sin(k_[i]);
   }
