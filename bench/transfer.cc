@@ -98,15 +98,21 @@ absl::Status Main(const Flags& flags) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Loopback> tcp,
                            Loopback::Open(kTotal));
   std::vector<char> raw_back(kTotal);
-  auto raw = [&](bool upload, size_t piece) -> absl::StatusOr<double> {
+  // Seconds to move all kTotal bytes through `link` (Loopback or
+  // GgmlRpcTransfer) `piece` bytes at a time, the bytes read into `into`.
+  auto in_pieces = [&](auto& link, std::vector<char>& into, bool upload,
+                       size_t piece) -> absl::StatusOr<double> {
     double total = 0;
     for (size_t off = 0; off < kTotal; off += piece) {
       TESSERA_ASSIGN_OR_RETURN(
-          double t, upload ? tcp->Upload(host.data() + off, off, piece)
-                           : tcp->Download(raw_back.data() + off, off, piece));
+          double t, upload ? link.Upload(host.data() + off, off, piece)
+                           : link.Download(into.data() + off, off, piece));
       total += t;
     }
     return total;
+  };
+  auto raw = [&](bool upload, size_t piece) {
+    return in_pieces(*tcp, raw_back, upload, piece);
   };
 
   absl::PrintF(
@@ -123,16 +129,8 @@ absl::Status Main(const Flags& flags) {
     TESSERA_ASSIGN_OR_RETURN(ggml, GgmlRpcTransfer::Open(ggml_port, kTotal));
   }
   std::vector<char> ggml_back(ggml != nullptr ? kTotal : 0);
-  auto ggml_transfer = [&](bool upload,
-                           size_t piece) -> absl::StatusOr<double> {
-    double total = 0;
-    for (size_t off = 0; off < kTotal; off += piece) {
-      TESSERA_ASSIGN_OR_RETURN(
-          double t, upload ? ggml->Upload(host.data() + off, off, piece)
-                           : ggml->Download(ggml_back.data() + off, off, piece));
-      total += t;
-    }
-    return total;
+  auto ggml_transfer = [&](bool upload, size_t piece) {
+    return in_pieces(*ggml, ggml_back, upload, piece);
   };
   for (bool ggml_rpc : {false, true}) {
   if (ggml_rpc && ggml == nullptr) break;

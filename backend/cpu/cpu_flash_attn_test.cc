@@ -15,6 +15,7 @@
 #include "graph/reference.h"
 #include "graph/type.h"
 #include "gtest/gtest.h"
+#include "sched/testing/models.h"
 
 namespace tessera {
 namespace {
@@ -28,19 +29,6 @@ std::vector<float> Pattern(size_t n, uint32_t seed) {
     x = static_cast<float>(s >> 8) / static_cast<float>(1u << 23) - 1.0f;
   }
   return v;
-}
-
-template <typename T>
-void Set(Tensor& t, const std::vector<T>& values) {
-  ASSERT_TRUE(
-      t.buffer->SetTensor(t, values.data(), 0, values.size() * sizeof(T)).ok());
-}
-
-std::vector<float> Get(const Tensor& t) {
-  std::vector<float> out(t.NumElements());
-  EXPECT_TRUE(
-      t.buffer->GetTensor(t, out.data(), 0, out.size() * sizeof(float)).ok());
-  return out;
 }
 
 // Causal attention with -inf in the mask, at every SIMD level, against the
@@ -64,7 +52,7 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
   all.insert(all.end(), graph.nodes().begin(), graph.nodes().end());
   std::unique_ptr<Buffer> buffer =
       AllocTensors(host.buffer_type(), all).value();
-  Set(*q, Pattern(q->NumElements(), 1));
+  ASSERT_TRUE(testing::Write(*q, Pattern(q->NumElements(), 1).data()).ok());
   auto to_f16 = [](const std::vector<float>& x) {
     std::vector<uint16_t> h(x.size());
     for (size_t i = 0; i < x.size(); ++i) h[i] = Fp32ToFp16(x[i]);
@@ -83,8 +71,8 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
       }
     }
   }
-  Set(*k, k16);
-  Set(*v, v16);
+  ASSERT_TRUE(testing::Write(*k, k16.data()).ok());
+  ASSERT_TRUE(testing::Write(*v, v16.data()).ok());
   std::vector<float> m(kKv * kQ);
   const std::vector<float> noise = Pattern(m.size(), 4);
   for (int64_t i = 0; i < kQ; ++i) {
@@ -94,10 +82,10 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
                                : -std::numeric_limits<float>::infinity();
     }
   }
-  Set(*mask, to_f16(m));
+  ASSERT_TRUE(testing::Write(*mask, to_f16(m).data()).ok());
 
   ASSERT_TRUE(ReferenceCompute(*out).ok());
-  const std::vector<float> want = Get(*out);
+  const std::vector<float> want = testing::Read(*out);
   for (int64_t h = 0; h < kHeads; ++h) {
     for (int64_t t = 0; t < kD; ++t) ASSERT_EQ(want[h * kD + t], 0.0f);
   }
@@ -111,7 +99,7 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
                     .ok());
     std::unique_ptr<Stream> stream = device.CreateStream().value();
     ASSERT_TRUE(stream->Compute(graph).ok());
-    const std::vector<float> got = Get(*out);
+    const std::vector<float> got = testing::Read(*out);
     double err = 0, ref = 0;
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_FALSE(std::isnan(got[i])) << SimdLevelName(level) << " " << i;

@@ -1,7 +1,7 @@
 // Execute and Attach streams against a real tesserad: an execution's error
-// is its own; Execute over a Unix socket; idle streams cost the daemon no threads; responses the client
-// does not read count against its session's quota; the stream cap; the
-// DRAINING event and --drain_timeout on SIGTERM.
+// is its own; Execute over a Unix socket; idle streams cost the daemon no
+// threads; responses the client does not read count against its session's
+// quota; the stream cap; the DRAINING event and --drain_timeout on SIGTERM.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -82,19 +82,28 @@ constexpr int64_t kCols = 4;
 constexpr int64_t kRows = 8;
 constexpr int64_t kPicks = 3;
 
+// The graph out = GET_ROWS(a, b), a and b its inputs.
+struct PickRows {
+  PickRows() {
+    a = ctx.NewTensor(Type::kF32, {kCols, kRows}).value();
+    b = ctx.NewTensor(Type::kI32, {kPicks}).value();
+    a->flags |= kFlagInput;
+    b->flags |= kFlagInput;
+    out = GetRows(ctx, a, b).value();
+    EXPECT_TRUE(graph.Expand(out).ok());
+  }
+  Context ctx;
+  Tensor *a, *b, *out;
+  Graph graph;
+};
+
 TEST(ExecuteStreamTest, AnExecutionsErrorIsItsOwn) {
   auto daemon =
       DaemonProcess::Start({"--devices=cpu:1", "--threads=1"}).value();
   auto client = Client::Connect(daemon->address()).value();
-  Context ctx;
-  Tensor* a = ctx.NewTensor(Type::kF32, {kCols, kRows}).value();
-  Tensor* b = ctx.NewTensor(Type::kI32, {kPicks}).value();
-  a->flags |= kFlagInput;
-  b->flags |= kFlagInput;
-  Tensor* out = GetRows(ctx, a, b).value();
-  Graph graph;
-  ASSERT_TRUE(graph.Expand(out).ok());
-  auto remote = RemoteGraph::Register(*client, graph, {.n_copies = 2}).value();
+  PickRows g;
+  auto remote =
+      RemoteGraph::Register(*client, g.graph, {.n_copies = 2}).value();
 
   // Every execution is sent before any result is read, so they pipeline;
   // executions 6 and 7 pick a row that does not exist.
@@ -106,16 +115,17 @@ TEST(ExecuteStreamTest, AnExecutionsErrorIsItsOwn) {
     for (int64_t i = 0; i < kCols * kRows; ++i) as[k].push_back(k * 1000 + i);
     bs[k] = {int32_t(k % kRows), int32_t((k + 3) % kRows), 5};
     if (bad_row(k) >= 0) bs[k][1] = bad_row(k);
-    ASSERT_TRUE(remote
-                    ->Submit({{a, as[k].data(), as[k].size() * sizeof(float)},
-                              {b, bs[k].data(), bs[k].size() * sizeof(int32_t)}},
-                             {out})
-                    .ok());
+    ASSERT_TRUE(
+        remote
+            ->Submit({{g.a, as[k].data(), as[k].size() * sizeof(float)},
+                      {g.b, bs[k].data(), bs[k].size() * sizeof(int32_t)}},
+                     {g.out})
+            .ok());
   }
   for (int k = 0; k < kExecutions; ++k) {
     std::vector<float> got(kCols * kPicks, -1.0f);
     absl::Status s =
-        remote->Receive({{out, got.data(), got.size() * sizeof(float)}});
+        remote->Receive({{g.out, got.data(), got.size() * sizeof(float)}});
     if (bad_row(k) >= 0) {
       EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k << ": " << s;
       EXPECT_NE(s.message().find(absl::StrCat("row index ", bad_row(k))),
@@ -140,23 +150,16 @@ TEST(ExecuteStreamTest, ExecutesOverAUnixSocket) {
                     .value();
   ASSERT_EQ(daemon->address().rfind("unix:", 0), 0u) << daemon->address();
   auto client = Client::Connect(daemon->address()).value();
-  Context ctx;
-  Tensor* a = ctx.NewTensor(Type::kF32, {kCols, kRows}).value();
-  Tensor* b = ctx.NewTensor(Type::kI32, {kPicks}).value();
-  a->flags |= kFlagInput;
-  b->flags |= kFlagInput;
-  Tensor* out = GetRows(ctx, a, b).value();
-  Graph graph;
-  ASSERT_TRUE(graph.Expand(out).ok());
-  auto remote = RemoteGraph::Register(*client, graph, {}).value();
+  PickRows g;
+  auto remote = RemoteGraph::Register(*client, g.graph, {}).value();
   std::vector<float> as;
   for (int64_t i = 0; i < kCols * kRows; ++i) as.push_back(i);
   const std::vector<int32_t> bs = {7, 0, 2};
   std::vector<float> got(kCols * kPicks);
   ASSERT_TRUE(remote
-                  ->Run({{a, as.data(), as.size() * sizeof(float)},
-                         {b, bs.data(), bs.size() * sizeof(int32_t)}},
-                        {{out, got.data(), got.size() * sizeof(float)}})
+                  ->Run({{g.a, as.data(), as.size() * sizeof(float)},
+                         {g.b, bs.data(), bs.size() * sizeof(int32_t)}},
+                        {{g.out, got.data(), got.size() * sizeof(float)}})
                   .ok());
   for (int64_t r = 0; r < kPicks; ++r) {
     for (int64_t c = 0; c < kCols; ++c) {

@@ -42,24 +42,6 @@ std::string Hello(v1::Tessera::Stub& stub, const std::string& name) {
 }
 
 
-// Every leaf of `g` given inline as zeros.
-v1::ComputeRequest WithZeroInputs(const std::string& session,
-                                  const v1::GraphDef& g, uint32_t output) {
-  v1::ComputeRequest request;
-  request.set_session(session);
-  *request.mutable_graph() = g;
-  for (const v1::TensorDef& t : g.tensors()) {
-    if (t.op() != testing::kRawOpNone) continue;
-    int64_t n = 1;
-    for (int64_t d : t.ne()) n *= d;
-    v1::TensorData* in = request.add_inputs();
-    in->set_id(t.id());
-    in->set_data(std::string(4 * n, '\0'));
-  }
-  request.add_outputs(output);
-  return request;
-}
-
 // x <- a x, kLayers times, with a [kDim, kDim] and x [kDim, kDim]: a long
 // compute (about a GFLOP on one thread).
 v1::ComputeRequest LongCompute(const std::string& session) {
@@ -72,14 +54,14 @@ v1::ComputeRequest LongCompute(const std::string& session) {
     testing::AddF32Tensor(g, i + 2, testing::kRawOpMulMat, {0, i + 1},
                           {kDim, kDim});
   }
-  return WithZeroInputs(session, g, kLayers + 1);
+  return testing::WithZeroInputs(session, g, kLayers + 1);
 }
 
 v1::ComputeRequest ShortCompute(const std::string& session) {
   v1::GraphDef g;
   testing::AddF32Tensor(g, 0, testing::kRawOpNone, {}, {4});
   testing::AddF32Tensor(g, 1, testing::kRawOpAdd, {0, 0}, {4});
-  return WithZeroInputs(session, g, 1);
+  return testing::WithZeroInputs(session, g, 1);
 }
 
 TEST(FairnessTest, ShortCallOfAnotherSessionDoesNotWaitForABacklog) {

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "proto/tessera.grpc.pb.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/raw_graph.h"
 
 namespace tessera {
 namespace {
@@ -142,19 +143,7 @@ grpc::Status Compute(const v1::ComputeRequest& request) {
 // Compute of `graph` with every input inline and zeroed, asking for
 // tensor `output`.
 grpc::Status ComputeGraph(const v1::GraphDef& graph, uint32_t output) {
-  v1::ComputeRequest request;
-  request.set_session(env->mine.id);
-  *request.mutable_graph() = graph;
-  for (const v1::TensorDef& t : graph.tensors()) {
-    if (t.op() != kOpNone) continue;
-    int64_t n = 1;
-    for (int64_t d : t.ne()) n *= d;
-    v1::TensorData* in = request.add_inputs();
-    in->set_id(t.id());
-    in->set_data(std::string(4 * n, '\0'));
-  }
-  request.add_outputs(output);
-  return Compute(request);
+  return Compute(testing::WithZeroInputs(env->mine.id, graph, output));
 }
 
 // Compute of the Add graph after `mutate`.
