@@ -168,8 +168,20 @@ TEST(ExecuteStreamTest, ExecutesOverAUnixSocket) {
   }
 }
 
-// A graph whose one output is kOutFloats floats (out = x + x).
+// A graph whose one output is kOutFloats floats: y = x + x, x its input.
 constexpr int64_t kOutFloats = 256 << 10;  // 1 MiB
+
+struct Doubled {
+  Doubled() {
+    x = ctx.NewTensor(Type::kF32, {kOutFloats}).value();
+    x->flags |= kFlagInput;
+    y = Add(ctx, x, x).value();
+    EXPECT_TRUE(graph.Expand(y).ok());
+  }
+  Context ctx;
+  Tensor *x, *y;
+  Graph graph;
+};
 
 TEST(ExecuteStreamTest, UnreadResponsesCountAgainstTheQuota) {
   constexpr uint64_t kQuota = 24 << 20;
@@ -178,20 +190,16 @@ TEST(ExecuteStreamTest, UnreadResponsesCountAgainstTheQuota) {
                                                    kQuota)})
                     .value();
   auto client = Client::Connect(daemon->address()).value();
-  Context ctx;
-  Tensor* x = ctx.NewTensor(Type::kF32, {kOutFloats}).value();
-  x->flags |= kFlagInput;
-  Tensor* y = Add(ctx, x, x).value();
-  Graph graph;
-  ASSERT_TRUE(graph.Expand(y).ok());
-  auto remote = RemoteGraph::Register(*client, graph, {.n_copies = 1}).value();
+  Doubled g;
+  auto remote =
+      RemoteGraph::Register(*client, g.graph, {.n_copies = 1}).value();
   std::vector<float> in(kOutFloats, 1.5f);
   const uint64_t bytes = in.size() * sizeof(float);
 
   // 40 MiB of results, none read: those past the quota are refused.
   constexpr int kExecutions = 40;
   for (int k = 0; k < kExecutions; ++k) {
-    ASSERT_TRUE(remote->Submit({{x, in.data(), bytes}}, {y}).ok());
+    ASSERT_TRUE(remote->Submit({{g.x, in.data(), bytes}}, {g.y}).ok());
   }
   absl::SleepFor(absl::Seconds(1));
   // The held results leave no room for a buffer now.
@@ -202,7 +210,7 @@ TEST(ExecuteStreamTest, UnreadResponsesCountAgainstTheQuota) {
   int ok = 0, refused = 0;
   for (int k = 0; k < kExecutions; ++k) {
     std::vector<float> got(kOutFloats);
-    absl::Status s = remote->Receive({{y, got.data(), bytes}});
+    absl::Status s = remote->Receive({{g.y, got.data(), bytes}});
     if (s.ok()) {
       ++ok;
       EXPECT_EQ(got[kOutFloats - 1], 3.0f);
@@ -217,8 +225,8 @@ TEST(ExecuteStreamTest, UnreadResponsesCountAgainstTheQuota) {
   EXPECT_GT(refused, 0);
   // Read, they are given back.
   std::vector<float> got(kOutFloats);
-  EXPECT_TRUE(remote->Run({{x, in.data(), bytes}}, {{y, got.data(), bytes}})
-                  .ok());
+  EXPECT_TRUE(
+      remote->Run({{g.x, in.data(), bytes}}, {{g.y, got.data(), bytes}}).ok());
   EXPECT_TRUE(client->AllocBuffer("cpu0", 8 << 20, BufferUsage::kAny).ok());
 }
 
@@ -274,17 +282,14 @@ TEST(ExecuteStreamTest, IdleStreamsCostNoThreadsAndTheDrainKeepsItsTime) {
   });
 
   // Work the daemon waits for at the drain: results nobody reads.
-  Context ctx;
-  Tensor* x = ctx.NewTensor(Type::kF32, {kOutFloats}).value();
-  x->flags |= kFlagInput;
-  Tensor* y = Add(ctx, x, x).value();
-  Graph graph;
-  ASSERT_TRUE(graph.Expand(y).ok());
-  auto remote = RemoteGraph::Register(*client, graph, {.n_copies = 1}).value();
+  Doubled g;
+  auto remote =
+      RemoteGraph::Register(*client, g.graph, {.n_copies = 1}).value();
   std::vector<float> in(kOutFloats, 1.0f);
   for (int k = 0; k < 48; ++k) {
-    ASSERT_TRUE(remote->Submit({{x, in.data(), in.size() * sizeof(float)}}, {y})
-                    .ok());
+    ASSERT_TRUE(
+        remote->Submit({{g.x, in.data(), in.size() * sizeof(float)}}, {g.y})
+            .ok());
   }
 
   absl::SleepFor(absl::Milliseconds(300));
