@@ -1,6 +1,7 @@
 // Tensor upload (WriteTensor) and download (ReadTensor) through tesserad
-// versus raw TCP over 127.0.0.1 in the same run: one 256 MiB tensor, and
-// 256 MiB as 8 MiB pieces. Raw TCP moves the same bytes from and to memory
+// versus raw TCP over 127.0.0.1 in the same run: one 256 MiB tensor (or
+// --mib), and the same bytes as 8 MiB pieces, to the daemon's first device
+// (or --device). Raw TCP moves the same bytes from and to memory
 // of the same size (bench/loopback.h), and each tessera run is paired with
 // a raw run right after it.
 //
@@ -9,7 +10,8 @@
 // raw runs the same way.
 //
 //   bazel run -c opt //bench:transfer [-- --reps=N --target=HOST:PORT
-//                                         --ggml_rpc_port=PORT]
+//                                         --ggml_rpc_port=PORT --mib=N
+//                                         --device=NAME]
 //
 // Without --target the daemon is served in-process on an ephemeral port
 // (cpu devices), so the bytes still cross a loopback TCP connection.
@@ -36,13 +38,14 @@
 namespace tessera::bench {
 namespace {
 
-constexpr size_t kTotal = size_t{256} << 20;
 constexpr size_t kPiece = size_t{8} << 20;
 
 struct Flags {
   int reps = 5;
   std::string target;
   int ggml_rpc_port = 0;
+  size_t mib = 256;     // a multiple of kPiece's 8 MiB
+  std::string device;   // empty: the daemon's first device
 };
 
 double Since(std::chrono::steady_clock::time_point start) {
@@ -70,12 +73,14 @@ struct Pairs {
 };
 
 absl::Status Main(const Flags& flags) {
+  const size_t kTotal = flags.mib << 20;
   TESSERA_ASSIGN_OR_RETURN(BenchDaemon daemon, StartBenchDaemon(flags.target));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> client,
                            client::Client::Connect(daemon.target));
   TESSERA_ASSIGN_OR_RETURN(std::vector<v1::DeviceInfo> devices,
                            client->ListDevices());
-  const std::string device = devices.at(0).name();
+  const std::string device =
+      flags.device.empty() ? devices.at(0).name() : flags.device;
   TESSERA_ASSIGN_OR_RETURN(
       client::RemoteBufferInfo buffer,
       client->AllocBuffer(device, kTotal, BufferUsage::kWeights));
@@ -116,10 +121,10 @@ absl::Status Main(const Flags& flags) {
   };
 
   absl::PrintF(
-      "transfer of 256 MiB to and from %s on %s, %d pairs of runs\n"
+      "transfer of %d MiB to and from %s on %s, %d pairs of runs\n"
       "GB/s: the best run; ratio: raw TCP time / tessera time, of the best "
       "runs and the median over the pairs\n\n",
-      device, daemon.Describe(), flags.reps);
+      flags.mib, device, daemon.Describe(), flags.reps);
   absl::PrintF("%-22s %12s %12s %10s %12s\n", "case", "tessera GB/s",
                "raw TCP GB/s", "best/best", "median pair");
   std::unique_ptr<GgmlRpcTransfer> ggml;
@@ -150,7 +155,9 @@ absl::Status Main(const Flags& flags) {
       const std::string name =
           absl::StrCat(ggml_rpc ? "ggml-rpc " : "",
                        upload ? "upload " : "download ",
-                       piece == kTotal ? "1 x 256 MiB" : "32 x 8 MiB");
+                       piece == kTotal
+                           ? absl::StrCat("1 x ", flags.mib, " MiB")
+                           : absl::StrCat(kTotal / kPiece, " x 8 MiB"));
       absl::PrintF("%-22s %12.2f %12.2f %10.2f %12.2f\n", name,
                    kTotal / t / 1e9, kTotal / w / 1e9, w / t,
                    pairs.MedianRatio());
@@ -182,9 +189,15 @@ int main(int argc, char** argv) {
       flags.target = arg.substr(9);
     } else if (arg.rfind("--ggml_rpc_port=", 0) == 0) {
       flags.ggml_rpc_port = std::atoi(arg.c_str() + 16);
+    } else if (arg.rfind("--mib=", 0) == 0 && std::atoi(arg.c_str() + 6) > 0 &&
+               std::atoi(arg.c_str() + 6) % 8 == 0) {
+      flags.mib = std::atoi(arg.c_str() + 6);
+    } else if (arg.rfind("--device=", 0) == 0) {
+      flags.device = arg.substr(9);
     } else {
       absl::FPrintF(stderr, "usage: transfer [--reps=N] [--target=HOST:PORT] "
-                    "[--ggml_rpc_port=PORT]\n");
+                    "[--ggml_rpc_port=PORT] [--mib=N (a multiple of 8)] "
+                    "[--device=NAME]\n");
       return 2;
     }
   }

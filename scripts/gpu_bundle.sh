@@ -6,7 +6,8 @@
 #
 #   scripts/gpu_bundle.sh                      # here: build and pack
 #   mkdir -p /tmp/g && tar xJf .gpu/bundle.tar.xz -C /tmp/g &&
-#     /tmp/g/gpu_run.sh OUT_DIR                # there: run, logs in OUT_DIR
+#     /tmp/g/gpu_run.sh OUT_DIR                # there, from a checkout's
+#                                              # root: run, logs in OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,8 +17,13 @@ targets=(
   //backend/cuda:foreign_waits_test
   //backend/comm:nccl_communicator_test
   //tests/conformance:conformance_test
+  //sched:gpu_scheduler_test
+  //tests/integration:remote_device_test
+  //tests/llama:llama_check_test
   //server:tesserad
   //client:tessera
+  //bench:cuda_ops
+  //bench:transfer
 )
 bazel build -c opt "${targets[@]}"
 

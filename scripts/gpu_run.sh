@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Runs what scripts/gpu_bundle.sh gathered, on a machine with a GPU, from the
-# folder that holds .gpu/. Writes one log per step to OUT_DIR (default
-# ./gpu-logs) and a summary line per step to OUT_DIR/summary.txt.
+# root of a checkout (the LLaMA check reads tests/llama/llama_reference.py
+# and needs python3 with PyTorch). Writes one log per step to OUT_DIR
+# (default ./gpu-logs) and a summary line per step to OUT_DIR/summary.txt.
 set -uo pipefail
 out="${1:-gpu-logs}"
 mkdir -p "${out}"
 here="$(cd "$(dirname "$0")" && pwd)"
-export LD_LIBRARY_PATH="${here}/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# NCCL may come with the CUDA Toolkit or only as a Python wheel.
+nccl="$(dirname "$(find /usr/local/cuda/ /usr/lib /opt /usr/local/lib \
+  -name 'libnccl.so.2*' 2>/dev/null | head -1)")"
+export LD_LIBRARY_PATH="${here}/lib:/usr/local/cuda/lib64:${nccl}:${LD_LIBRARY_PATH:-}"
+export TESSERAD="${here}/bin/tesserad"
 nvidia-smi >"${out}/nvidia-smi.txt" 2>&1
 
 step() {
   local name="$1"
   shift
   local start=$SECONDS
-  "$@" >"${out}/${name}.log" 2>&1
+  timeout "${STEP_TIMEOUT:-300}" "$@" >"${out}/${name}.log" 2>&1
   local rc=$?
   echo "${name}: rc=${rc} $((SECONDS - start))s" | tee -a "${out}/summary.txt"
 }
@@ -23,6 +28,10 @@ step cuda_oom_test "${here}/bin/cuda_oom_test"
 step foreign_waits_test "${here}/bin/foreign_waits_test"
 step nccl_communicator_test "${here}/bin/nccl_communicator_test"
 step conformance_test "${here}/bin/conformance_test"
+step gpu_scheduler_test "${here}/bin/gpu_scheduler_test"
+step remote_device_test "${here}/bin/remote_device_test"
+step llama_check_test "${here}/bin/llama_check_test"
+step cuda_ops "${here}/bin/cuda_ops"
 
 # The daemon serving every device, and the CLI listing and benchmarking it.
 port_file="$(mktemp)"
@@ -33,6 +42,8 @@ for _ in $(seq 100); do [ -s "${port_file}" ] && break; sleep 0.2; done
 target="127.0.0.1:$(cat "${port_file}")"
 step cli_devices "${here}/bin/tessera" --target="${target}" devices
 step cli_bench "${here}/bin/tessera" --target="${target}" bench
+step transfer "${here}/bin/transfer" --target="${target}" --device=cuda0 \
+  --mib=1024 --reps=3
 kill -TERM "${daemon}"
 wait "${daemon}"
 echo "tesserad drain: rc=$?" | tee -a "${out}/summary.txt"

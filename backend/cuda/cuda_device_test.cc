@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -194,14 +195,22 @@ TEST_F(CudaDeviceTest, AsyncSetGetRoundTripThroughPinnedMemory) {
 }
 
 TEST_F(CudaDeviceTest, BufferFromHostPtrWrapsAndPinsMemory) {
-  std::vector<float> memory = Pattern(4096, 5);
+  // Memory at the host buffer type's alignment, where TensorAllocator can
+  // place a tensor at offset 0.
+  const std::vector<float> pattern = Pattern(4096, 5);
+  const size_t bytes = pattern.size() * sizeof(float);
+  std::unique_ptr<void, decltype(&std::free)> memory(
+      std::aligned_alloc(device_->host_buffer_type()->alignment(), bytes),
+      &std::free);
+  ASSERT_NE(memory, nullptr);
+  std::memcpy(memory.get(), pattern.data(), bytes);
   absl::StatusOr<std::unique_ptr<Buffer>> wrapped =
-      device_->BufferFromHostPtr(memory.data(), memory.size() * 4);
+      device_->BufferFromHostPtr(memory.get(), bytes);
   ASSERT_TRUE(wrapped.ok()) << wrapped.status();
   EXPECT_TRUE((*wrapped)->type().is_host());
-  EXPECT_EQ((*wrapped)->base(), memory.data());
+  EXPECT_EQ((*wrapped)->base(), memory.get());
   // Registering the same memory twice is refused.
-  EXPECT_EQ(device_->BufferFromHostPtr(memory.data(), 4096).status().code(),
+  EXPECT_EQ(device_->BufferFromHostPtr(memory.get(), 4096).status().code(),
             absl::StatusCode::kInvalidArgument);
 
   Context ctx;
@@ -219,7 +228,7 @@ TEST_F(CudaDeviceTest, BufferFromHostPtrWrapsAndPinsMemory) {
   std::vector<float> out(4096);
   ASSERT_TRUE(stream->GetTensorAsync(**dst, out.data(), 0, out.size() * 4).ok());
   ASSERT_TRUE(stream->Synchronize().ok());
-  EXPECT_EQ(out, memory);
+  EXPECT_EQ(out, pattern);
 }
 
 // y = 2x + 1 on stream 1, then z = 3y on stream 2 after an event: z must see

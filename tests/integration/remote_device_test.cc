@@ -1,10 +1,12 @@
 // RemoteDevice and registered graphs against a real tesserad with two CPU
 // devices: the op conformance suite on a remote device, and the scheduler's
 // multi-device models computed through the daemon bitwise equal to local
-// computation.
+// computation. And a tesserad serving --devices=all computing the
+// transformer block on its GPU, where it has one.
 
 #include "client/remote_device.h"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -206,60 +208,101 @@ TEST_F(RemoteDeviceTest, RegisteredMlpPipelinesAndEqualsLocal) {
   }
 }
 
-// The transformer block, one-shot Compute and registered Execute, against
-// the block computed locally over two devices.
-TEST_F(RemoteDeviceTest, TransformerBlockThroughTheDaemonEqualsLocal) {
+// The transformer block with its weights over `devices`: computed by a local
+// scheduler over one stream per device when `client` is null (one output),
+// else by the daemon `client` speaks to, one-shot Compute and registered
+// Execute (two outputs).
+std::vector<std::vector<float>> BlockOutputs(Client* client,
+                                             std::vector<Device*> devices) {
   const BlockInputs data = BlockInputs::Make();
-  auto run = [&](std::vector<Device*> devices, bool remote) {
-    Weights weights(devices);
-    Block block = Block::Make(weights).value();
-    EXPECT_TRUE(weights.Upload().ok());
-    Context ctx;
-    Tensor* x =
-        NewInput(ctx, Type::kF32, {Block::kDim, Block::kTokens}, "x").value();
-    Tensor* pos = NewInput(ctx, Type::kI32, {Block::kTokens}, "pos").value();
-    Tensor* mask =
-        NewInput(ctx, Type::kF32, {Block::kTokens, Block::kTokens}, "mask")
-            .value();
-    Tensor* out = block.Forward(ctx, x, pos, mask, /*flash=*/false).value();
-    out->flags |= kFlagOutput;
-    Graph graph;
-    EXPECT_TRUE(graph.Expand(out).ok());
-    std::vector<float> got(out->NumElements());
-    const std::vector<TensorInput> inputs = {
-        {x, data.x.data(), x->NumBytes()},
-        {pos, data.pos.data(), pos->NumBytes()},
-        {mask, data.mask.data(), mask->NumBytes()}};
-    if (!remote) {
-      auto s0 = devices[0]->CreateStream().value();
-      auto s1 = devices[1]->CreateStream().value();
-      auto sched = Scheduler::Create({s0.get(), s1.get()}, {}, {}).value();
-      EXPECT_TRUE(sched->AllocGraph(graph).ok());
-      EXPECT_TRUE(Write(*x, data.x.data()).ok());
-      EXPECT_TRUE(Write(*pos, data.pos.data()).ok());
-      EXPECT_TRUE(Write(*mask, data.mask.data()).ok());
-      EXPECT_TRUE(sched->Compute(graph).ok());
-      return std::vector<std::vector<float>>{Read(*out)};
+  Weights weights(devices);
+  Block block = Block::Make(weights).value();
+  EXPECT_TRUE(weights.Upload().ok());
+  Context ctx;
+  Tensor* x =
+      NewInput(ctx, Type::kF32, {Block::kDim, Block::kTokens}, "x").value();
+  Tensor* pos = NewInput(ctx, Type::kI32, {Block::kTokens}, "pos").value();
+  Tensor* mask =
+      NewInput(ctx, Type::kF32, {Block::kTokens, Block::kTokens}, "mask")
+          .value();
+  Tensor* out = block.Forward(ctx, x, pos, mask, /*flash=*/false).value();
+  out->flags |= kFlagOutput;
+  Graph graph;
+  EXPECT_TRUE(graph.Expand(out).ok());
+  if (client == nullptr) {
+    std::vector<std::unique_ptr<Stream>> streams;
+    std::vector<Stream*> stream_ptrs;
+    for (Device* device : devices) {
+      streams.push_back(device->CreateStream().value());
+      stream_ptrs.push_back(streams.back().get());
     }
-    std::vector<std::vector<float>> outs;
-    absl::Status s =
-        client_->Compute(graph, inputs, {{out, got.data(), out->NumBytes()}});
-    EXPECT_TRUE(s.ok()) << s;
-    outs.push_back(got);
-    auto registered = RemoteGraph::Register(*client_, graph, {.n_copies = 2});
-    EXPECT_TRUE(registered.ok()) << registered.status();
-    if (!registered.ok()) return outs;
-    s = (*registered)->Run(inputs, {{out, got.data(), out->NumBytes()}});
-    EXPECT_TRUE(s.ok()) << s;
-    outs.push_back(got);
-    return outs;
-  };
+    auto sched = Scheduler::Create(stream_ptrs, {}, {}).value();
+    EXPECT_TRUE(sched->AllocGraph(graph).ok());
+    EXPECT_TRUE(Write(*x, data.x.data()).ok());
+    EXPECT_TRUE(Write(*pos, data.pos.data()).ok());
+    EXPECT_TRUE(Write(*mask, data.mask.data()).ok());
+    EXPECT_TRUE(sched->Compute(graph).ok());
+    return {Read(*out)};
+  }
+  const std::vector<TensorInput> inputs = {
+      {x, data.x.data(), x->NumBytes()},
+      {pos, data.pos.data(), pos->NumBytes()},
+      {mask, data.mask.data(), mask->NumBytes()}};
+  std::vector<float> got(out->NumElements());
+  std::vector<std::vector<float>> outs;
+  absl::Status s =
+      client->Compute(graph, inputs, {{out, got.data(), out->NumBytes()}});
+  EXPECT_TRUE(s.ok()) << s;
+  outs.push_back(got);
+  auto registered = RemoteGraph::Register(*client, graph, {.n_copies = 2});
+  EXPECT_TRUE(registered.ok()) << registered.status();
+  if (!registered.ok()) return outs;
+  s = (*registered)->Run(inputs, {{out, got.data(), out->NumBytes()}});
+  EXPECT_TRUE(s.ok()) << s;
+  outs.push_back(got);
+  return outs;
+}
+
+// The transformer block through the daemon against the block computed
+// locally over two devices.
+TEST_F(RemoteDeviceTest, TransformerBlockThroughTheDaemonEqualsLocal) {
   const auto want =
-      run({local_->devices()[0], local_->devices()[1]}, false).at(0);
-  const auto got = run(Remote(), true);
+      BlockOutputs(nullptr, {local_->devices()[0], local_->devices()[1]})
+          .at(0);
+  const auto got = BlockOutputs(client_, Remote());
   ASSERT_EQ(got.size(), 2u);
   ExpectBitwiseEqual(got[0], want);
   ExpectBitwiseEqual(got[1], want);
+}
+
+// The daemon serving --devices=all: the transformer block with its weights on
+// its first GPU equals the block computed locally on the CPU, to the GPU's
+// rounding (cuBLAS sums in another order). Skips where the daemon finds no
+// GPU.
+TEST(GpuDaemonTest, TransformerBlockOnCuda0EqualsLocal) {
+  auto daemon = testing::DaemonProcess::Start({"--devices=all", "--threads=1"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Client::Connect((*daemon)->address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto remote = RemoteDevice::ListAll(**client);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  Device* cuda0 = nullptr;
+  for (auto& device : *remote) {
+    if (device->name() == "remote:cuda0") cuda0 = device.get();
+  }
+  if (cuda0 == nullptr) GTEST_SKIP() << "the daemon found no GPU";
+  Registry local;
+  ASSERT_TRUE(AddDevices("cpu", 1, local).ok());
+  const auto want = BlockOutputs(nullptr, {local.devices()[0]}).at(0);
+  const auto got = BlockOutputs(client->get(), {cuda0});
+  ASSERT_EQ(got.size(), 2u);
+  for (const std::vector<float>& g : got) {
+    ASSERT_EQ(g.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(g[i], want[i], 1e-3f * (1.0f + std::fabs(want[i])))
+          << "at " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 // tesserad (remote), the layers over 2 CPU devices (pp 2, prompt
 // micro-batches of 12 pipelined), tensor parallel over 2 CPU devices (tp 2:
 // a meta device, heads and FFN split, the KV cache split by heads), and
-// both (pp 2 x tp 2: two meta stages of 2 CPU devices each, pipelined).
+// both (pp 2 x tp 2: two meta stages of 2 CPU devices each, pipelined), and
+// the first GPU where there is one.
 //
 // Error norm, per logits row r: max_i |tessera_i - ref_i| / max_i |ref_i|
 // (the largest error relative to the row's largest logit); the test bounds
@@ -326,6 +327,23 @@ TEST_P(LlamaCheckTest, MatchesPyTorchLocalPipelinedTensorParallelRemote) {
     const std::string mode =
         pp == 1 ? absl::StrCat(" tp ", tp) : absl::StrCat(" pp ", pp, " x tp ", tp);
     Check(**runner, ref, v.bound, v.tokens_equal, v.name + mode);
+  }
+  {
+    // The first GPU, where there is one, the CPU as the fallback.
+    Registry registry;
+    ASSERT_TRUE(AddDevices("all", 1, registry).ok());
+    Device* gpu = nullptr;
+    Device* cpu = nullptr;
+    for (Device* device : registry.devices()) {
+      (device->Props().type == DeviceType::kGpu ? gpu : cpu) = device;
+    }
+    if (gpu != nullptr) {
+      auto runner =
+          LlamaRunner::CreateLocal(**file, {gpu}, Options(), cpu);
+      ASSERT_TRUE(runner.ok()) << runner.status();
+      Check(**runner, ref, v.bound, v.tokens_equal,
+            absl::StrCat(v.name, " ", gpu->name()));
+    }
   }
   {
     auto daemon = testing::DaemonProcess::Start({"--devices=cpu"});
