@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "backend/cpu/cpu_device.h"
 #include "backend/cuda/cuda_registry.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/registry.h"
@@ -229,6 +230,27 @@ TEST_F(CudaDeviceTest, BufferFromHostPtrWrapsAndPinsMemory) {
   ASSERT_TRUE(stream->GetTensorAsync(**dst, out.data(), 0, out.size() * 4).ok());
   ASSERT_TRUE(stream->Synchronize().ok());
   EXPECT_EQ(out, pattern);
+}
+
+// A CPU device's buffer is pageable: cudaMemcpyAsync would read it when
+// queued, not in stream order, so the copy is UNIMPLEMENTED (the scheduler
+// then copies synchronously), while pinned sources are queued (above).
+TEST_F(CudaDeviceTest, CopyFromPageableHostMemoryIsUnimplemented) {
+  CpuDevice cpu(CpuDeviceOptions{});
+  Context ctx;
+  absl::StatusOr<Tensor*> src = ctx.NewTensor(Type::kF32, {256});
+  absl::StatusOr<Tensor*> dst = ctx.NewTensor(Type::kF32, {256});
+  ASSERT_TRUE(src.ok() && dst.ok());
+  absl::StatusOr<std::unique_ptr<Buffer>> host =
+      AllocTensors(cpu.buffer_type(), {*src});
+  absl::StatusOr<std::unique_ptr<Buffer>> device_buffer =
+      AllocTensors(device_->buffer_type(), {*dst});
+  ASSERT_TRUE(host.ok() && device_buffer.ok());
+  std::unique_ptr<Stream> stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  const absl::Status s = stream->CopyTensorAsync(**src, **dst);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_TRUE(stream->Synchronize().ok());
 }
 
 // y = 2x + 1 on stream 1, then z = 3y on stream 2 after an event: z must see

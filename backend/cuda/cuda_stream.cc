@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_error.h"
 #include "backend/cuda/cuda_event.h"
+#include "backend/cuda/cuda_host_buffer.h"
 #include "backend/cuda/kernels.h"
 #include "graph/graph.h"
 #include "base/status_macros.h"
@@ -190,9 +191,16 @@ absl::Status CudaStream::CopyTensorAsync(const Tensor& src, Tensor& dst) {
                         kWhere, Describe(src)));
   }
   CudaDevice* src_device = CudaDeviceOf(src);
-  if (src_device == nullptr && !src.buffer->type().is_host()) {
+  // Host memory only when it is page-locked: cudaMemcpyAsync reads pageable
+  // memory when it is called, not in stream order, so it could read a
+  // source that another stream has yet to write. The scheduler copies such
+  // sources synchronously instead.
+  if (src_device == nullptr &&
+      dynamic_cast<const CudaHostBufferType*>(&src.buffer->type()) ==
+          nullptr) {
     return absl::UnimplementedError(absl::StrFormat(
-        "[%s %s] source %s is in %s memory, which this device cannot reach",
+        "[%s %s] source %s is in %s memory, which this device cannot copy "
+        "from in stream order (neither its own nor page-locked)",
         device_.name(), kWhere, Describe(src), src.buffer->type().name()));
   }
   if (absl::StatusOr<size_t> offset = src.buffer->OffsetOf(src);

@@ -55,7 +55,11 @@ class CudaDevice;
 // memory makes the call wait for the copy; pinned memory does not);
 // tensor to tensor on this GPU, from another GPU peer to peer when the
 // hardware allows (cudaMemcpyPeerAsync, which the driver stages through
-// pinned host memory otherwise), and from any host buffer.
+// pinned host memory otherwise), and from page-locked host buffers
+// (CudaHostBufferType). From pageable host buffers (a CPU device's) it is
+// UNIMPLEMENTED: cudaMemcpyAsync reads pageable memory when it is called,
+// not in stream order, so it could read what another stream has yet to
+// write; the scheduler copies those synchronously.
 class CudaStream final : public Stream {
  public:
   // Errors: FAILED_PRECONDITION for an unhealthy device; RESOURCE_EXHAUSTED
