@@ -11,9 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/buffer.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "backend/comm/native_cuda_stream.h"
+#include "backend/cuda/cuda_device.h"
 #include "backend/device.h"
 #include "graph/context.h"
+#include "graph/graph.h"
+#include "graph/ops.h"
 #include "gtest/gtest.h"
 
 namespace tessera {
@@ -202,6 +206,43 @@ TEST(NcclCommunicatorTest, OneRankCollectives) {
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_NE(status.message().find("rank 0 (cuda0)"), std::string::npos)
       << status;
+}
+
+// A CUDA device's own streams are NativeCudaStreams: the collective runs in
+// order with their work. The sum of one rank is its input; a tensor the
+// stream scaled just before the all-reduce arrives scaled.
+TEST(NcclCommunicatorTest, OneRankAllReduceOnACudaDeviceStream) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA GPU";
+  std::vector<std::unique_ptr<CudaDevice>> devices =
+      CreateCudaDevices().value();
+  ASSERT_FALSE(devices.empty());
+  CudaDevice& device = *devices[0];
+  std::unique_ptr<NcclCommunicator> comm =
+      NcclCommunicator::Create({&device}, {device.ordinal()}).value();
+  std::unique_ptr<Stream> stream = device.CreateStream().value();
+  ASSERT_NE(dynamic_cast<NativeCudaStream*>(stream.get()), nullptr);
+
+  Context ctx;
+  constexpr int64_t kCount = 1 << 20;
+  Tensor* x = ctx.NewTensor(Type::kF32, {kCount}).value();
+  Tensor* y = Scale(ctx, x, 3.0f).value();
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(y).ok());
+  std::unique_ptr<Buffer> buffer =
+      AllocTensors(device.buffer_type(), {x, y}).value();
+  std::vector<float> in(kCount);
+  for (int64_t i = 0; i < kCount; ++i) in[i] = 0.5f * (i % 37) - 4.0f;
+  ASSERT_TRUE(stream->SetTensorAsync(*x, in.data(), 0, x->NumBytes()).ok());
+  ASSERT_TRUE(stream->ComputeAsync(graph).ok());
+  std::vector<Stream*> streams = {stream.get()};
+  ASSERT_TRUE(comm->AllReduce(streams, {y}).ok());
+  std::vector<float> out(kCount);
+  ASSERT_TRUE(stream->GetTensorAsync(*y, out.data(), 0, y->NumBytes()).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  EXPECT_TRUE(comm->CheckAsyncError().ok());
+  for (int64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(out[i], 3.0f * in[i]) << "at " << i;
+  }
 }
 
 }  // namespace

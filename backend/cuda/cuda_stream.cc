@@ -148,7 +148,13 @@ absl::Status CudaStream::status() {
   return status_;
 }
 
-absl::Status CudaStream::Fail(absl::Status status) {
+int CudaStream::cuda_ordinal() const { return device_.ordinal(); }
+
+void CudaStream::Fail(absl::Status status) {
+  MakeSticky(std::move(status)).IgnoreError();
+}
+
+absl::Status CudaStream::MakeSticky(absl::Status status) {
   absl::MutexLock lock(&mu_);
   if (status_.ok()) status_ = status;
   return status;
@@ -157,7 +163,7 @@ absl::Status CudaStream::Fail(absl::Status status) {
 absl::Status CudaStream::Queued(cudaError_t error, std::string_view call,
                                 std::string_view where) {
   if (error == cudaSuccess) return absl::OkStatus();
-  return Fail(device_.Check(error, call, where));
+  return MakeSticky(device_.Check(error, call, where));
 }
 
 absl::Status CudaStream::SetTensorAsync(Tensor& t, const void* data,
@@ -165,7 +171,7 @@ absl::Status CudaStream::SetTensorAsync(Tensor& t, const void* data,
   constexpr std::string_view kWhere = "CudaStream::SetTensorAsync";
   TESSERA_RETURN_IF_ERROR(CheckRange(t, data, offset, size, kWhere));
   if (size == 0 || !status().ok()) return absl::OkStatus();
-  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  TESSERA_RETURN_IF_ERROR(MakeSticky(device_.Activate(kWhere)));
   return Queued(cudaMemcpyAsync(static_cast<char*>(t.data) + offset, data, size,
                                 cudaMemcpyHostToDevice, stream_.get()),
                 "cudaMemcpyAsync", kWhere);
@@ -176,7 +182,7 @@ absl::Status CudaStream::GetTensorAsync(const Tensor& t, void* data,
   constexpr std::string_view kWhere = "CudaStream::GetTensorAsync";
   TESSERA_RETURN_IF_ERROR(CheckRange(t, data, offset, size, kWhere));
   if (size == 0 || !status().ok()) return absl::OkStatus();
-  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  TESSERA_RETURN_IF_ERROR(MakeSticky(device_.Activate(kWhere)));
   return Queued(cudaMemcpyAsync(data, static_cast<const char*>(t.data) + offset,
                                 size, cudaMemcpyDeviceToHost, stream_.get()),
                 "cudaMemcpyAsync", kWhere);
@@ -216,13 +222,13 @@ absl::Status CudaStream::CopyTensorAsync(const Tensor& src, Tensor& dst) {
         bytes));
   }
   if (bytes == 0 || !status().ok()) return absl::OkStatus();
-  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  TESSERA_RETURN_IF_ERROR(MakeSticky(device_.Activate(kWhere)));
   if (src_device == nullptr) {
     return Queued(cudaMemcpyAsync(dst.data, src.data, bytes,
                                   cudaMemcpyHostToDevice, stream_.get()),
                   "cudaMemcpyAsync", kWhere);
   }
-  TESSERA_RETURN_IF_ERROR(Fail(src_device->health()));
+  TESSERA_RETURN_IF_ERROR(MakeSticky(src_device->health()));
   if (src_device->ordinal() == device_.ordinal()) {
     return Queued(cudaMemcpyAsync(dst.data, src.data, bytes,
                                   cudaMemcpyDeviceToDevice, stream_.get()),
@@ -258,7 +264,7 @@ absl::Status CudaStream::ComputeAsync(const Graph& graph) {
     nodes.push_back(node);
   }
   if (nodes.empty() || !status().ok()) return absl::OkStatus();
-  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  TESSERA_RETURN_IF_ERROR(MakeSticky(device_.Activate(kWhere)));
   TESSERA_RETURN_IF_ERROR(EnsureScratch(scratch));
   absl::Status s;
   if (device_.options().graph_capture) {
@@ -268,7 +274,7 @@ absl::Status CudaStream::ComputeAsync(const Graph& graph) {
   } else {
     s = EnqueueNodes(nodes);
   }
-  return s.ok() ? s : Fail(s);
+  return s.ok() ? s : MakeSticky(s);
 }
 
 absl::Status CudaStream::EnqueueNodes(const std::vector<const Tensor*>& nodes) {
@@ -301,7 +307,7 @@ absl::Status CudaStream::EnsureScratch(size_t bytes) {
 
 absl::Status CudaStream::Synchronize() {
   constexpr std::string_view kWhere = "CudaStream::Synchronize";
-  if (absl::Status s = device_.Activate(kWhere); !s.ok()) return Fail(s);
+  if (absl::Status s = device_.Activate(kWhere); !s.ok()) return MakeSticky(s);
   TESSERA_RETURN_IF_ERROR(
       Queued(cudaMemcpyAsync(readback_.get(), error_.get(), sizeof(KernelError),
                              cudaMemcpyDeviceToHost, stream_.get()),
@@ -310,7 +316,7 @@ absl::Status CudaStream::Synchronize() {
                                  "cudaStreamSynchronize", kWhere));
   if (absl::Status s = KernelErrorStatus(*readback_.get(), device_.name());
       !s.ok()) {
-    Fail(std::move(s)).IgnoreError();  // reported by status() below
+    MakeSticky(std::move(s)).IgnoreError();  // reported by status() below
   }
   return status();
 }
@@ -323,11 +329,11 @@ absl::Status CudaStream::RecordEvent(Event& event) {
         "[%s %s] the event belongs to device %s", device_.name(), kWhere,
         event.device().name()));
   }
-  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  TESSERA_RETURN_IF_ERROR(MakeSticky(device_.Activate(kWhere)));
   // The record copy and the marker run even after a failure, so that the
   // event reports it.
   TESSERA_RETURN_IF_ERROR(
-      Fail(cuda_event->Record(stream_.get(), error_.get(), status())));
+      MakeSticky(cuda_event->Record(stream_.get(), error_.get(), status())));
   return absl::OkStatus();
 }
 
@@ -336,13 +342,13 @@ absl::Status CudaStream::WaitEvent(Event& event) {
   const std::string what =
       absl::StrFormat("waiting for an event of %s: ", event.device().name());
   const std::string prefix = absl::StrFormat("[%s] %s", device_.name(), what);
-  TESSERA_RETURN_IF_ERROR(Fail(device_.Activate(kWhere)));
+  TESSERA_RETURN_IF_ERROR(MakeSticky(device_.Activate(kWhere)));
   if (auto* cuda_event = dynamic_cast<CudaEvent*>(&event)) {
-    TESSERA_RETURN_IF_ERROR(Fail(cuda_event->cuda_device().health()));
+    TESSERA_RETURN_IF_ERROR(MakeSticky(cuda_event->cuda_device().health()));
     CudaEvent::Latest latest = cuda_event->latest();
     if (!latest.status.ok()) {
       // Sticky from now on; reported by Synchronize and later events.
-      Fail(Prefixed(latest.status, prefix)).IgnoreError();
+      MakeSticky(Prefixed(latest.status, prefix)).IgnoreError();
       return absl::OkStatus();
     }
     TESSERA_RETURN_IF_ERROR(
@@ -364,7 +370,7 @@ absl::Status CudaStream::WaitEvent(Event& event) {
   std::unique_ptr<EventMark> mark = event.Capture();
   if (mark->IsDone()) {
     if (absl::Status s = mark->Wait(); !s.ok()) {
-      Fail(Prefixed(s, prefix)).IgnoreError();
+      MakeSticky(Prefixed(s, prefix)).IgnoreError();
     }
     return absl::OkStatus();
   }

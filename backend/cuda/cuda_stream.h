@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "backend/comm/native_cuda_stream.h"
 #include "backend/cuda/cuda_graph_cache.h"
 #include "backend/cuda/cuda_handles.h"
 #include "backend/cuda/kernel_error.h"
@@ -60,7 +61,11 @@ class CudaDevice;
 // UNIMPLEMENTED: cudaMemcpyAsync reads pageable memory when it is called,
 // not in stream order, so it could read what another stream has yet to
 // write; the scheduler copies those synchronously.
-class CudaStream final : public Stream {
+//
+// NativeCudaStream: collectives (NcclCommunicator) enqueue their work on
+// handle(), in order with the stream's own, and fail the stream through
+// Fail.
+class CudaStream final : public Stream, public NativeCudaStream {
  public:
   // Errors: FAILED_PRECONDITION for an unhealthy device; RESOURCE_EXHAUSTED
   // and the CUDA or cuBLAS errors of creating the stream's resources.
@@ -83,6 +88,12 @@ class CudaStream final : public Stream {
   absl::Status WaitEvent(Event& event) override;
 
   cudaStream_t handle() const { return stream_.get(); }
+  // NativeCudaStream.
+  CUstream_st* cuda_stream() override { return stream_.get(); }
+  int cuda_ordinal() const override;
+  // The sticky status as the host knows it.
+  absl::Status status() override;
+  void Fail(absl::Status status) override;
   // Whether the graph of the last ComputeAsync is captured as a CUDA graph.
   bool has_captured_graph() const { return graphs_.has_graph(); }
 
@@ -97,10 +108,8 @@ class CudaStream final : public Stream {
   absl::Status CheckTensor(const Tensor& t, std::string_view where) const;
   absl::Status CheckRange(const Tensor& t, const void* data, size_t offset,
                           size_t size, std::string_view where) const;
-  // The sticky status as the host knows it.
-  absl::Status status();
   // Makes `status` sticky unless an earlier error is, and returns it.
-  absl::Status Fail(absl::Status status);
+  absl::Status MakeSticky(absl::Status status);
   // The status of a CUDA call on this stream, made sticky if it failed.
   absl::Status Queued(cudaError_t error, std::string_view call,
                       std::string_view where);
