@@ -60,6 +60,67 @@ __global__ void SoftMaxKernel(KTensor dst, KTensor a, KTensor mask,
   }
 }
 
+// SoftMaxKernel's three steps on rows held in registers (RowsFitRegisters
+// for a and dst): one read of a (and the mask) and one write per value.
+// Values past the row's end are -infinity, so they add nothing.
+template <int kVec>
+__global__ void SoftMaxRegistersKernel(KTensor dst, KTensor a, KTensor mask,
+                                       bool has_mask, float scale,
+                                       float max_bias, int64_t rows) {
+  const int ne1 = static_cast<int>(a.ne[1]);
+  const int ne2 = static_cast<int>(a.ne[2]);
+  const int64_t n4 = a.ne[0] / 4;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const RowIndex d = RowAt(static_cast<int>(r), ne1, ne2);
+    float4 v[kVec];
+    LoadRow4<kVec>(RowPtr(a, d.i1, d.i2, d.i3), n4, -INFINITY, v);
+    const char* m =
+        has_mask ? RowPtr(mask, d.i1, d.i2 % mask.ne[2], d.i3 % mask.ne[3])
+                 : nullptr;
+    const float slope = AlibiSlope(max_bias, d.i2, static_cast<int>(a.ne[2]));
+    float max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const int64_t i = 4 * (threadIdx.x + static_cast<int64_t>(j) * blockDim.x);
+      float* w = reinterpret_cast<float*>(&v[j]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (i >= a.ne[0]) break;
+        w[c] *= scale;
+        if (has_mask) w[c] += slope * LoadF(mask.type, m + (i + c) * mask.nb[0]);
+        max = fmaxf(max, w[c]);
+      }
+    }
+    max = BlockMax(max);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      float* w = reinterpret_cast<float*>(&v[j]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        w[c] = expf(w[c] - max);
+        sum += w[c];
+      }
+    }
+    const float inv = 1.0f / BlockSum(sum);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      v[j] = make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv,
+                         v[j].w * inv);
+    }
+    StoreRow4<kVec>(RowPtr(dst, d.i1, d.i2, d.i3), n4, v);
+  }
+}
+
+template <int kVec>
+void LaunchSoftMaxRegisters(const KTensor& dst, const KTensor& a,
+                            const KTensor& mask, bool has_mask, float scale,
+                            float max_bias, int64_t rows, int threads,
+                            cudaStream_t stream) {
+  SoftMaxRegistersKernel<kVec><<<RowBlocks(rows), threads, 0, stream>>>(
+      dst, a, mask, has_mask, scale, max_bias, rows);
+}
+
 // One thread per rotated pair and per value past n_dims (copied), over a
 // RowsLaunch of dst's rows. Angles follow ggml's rope_yarn (see
 // graph/reference_attention.cc), in float.
@@ -125,6 +186,29 @@ cudaError_t SoftMax(const KTensor& dst, const KTensor& a, const KTensor* mask,
   const unsigned blocks = RowBlocks(rows);
   const int threads = ReductionThreads(a.ne[0]);
   const KTensor m = mask != nullptr ? *mask : KTensor{};
+  const RegisterRows shape = RegisterRowsFor(a.ne[0]);
+  if (shape.vec != 0 && RowsFitRegisters(a) && RowsFitRegisters(dst)) {
+    const bool has_mask = mask != nullptr;
+    switch (shape.vec) {
+      case 1:
+        LaunchSoftMaxRegisters<1>(dst, a, m, has_mask, scale, max_bias, rows,
+                                  shape.threads, stream);
+        break;
+      case 2:
+        LaunchSoftMaxRegisters<2>(dst, a, m, has_mask, scale, max_bias, rows,
+                                  shape.threads, stream);
+        break;
+      case 4:
+        LaunchSoftMaxRegisters<4>(dst, a, m, has_mask, scale, max_bias, rows,
+                                  shape.threads, stream);
+        break;
+      default:
+        LaunchSoftMaxRegisters<8>(dst, a, m, has_mask, scale, max_bias, rows,
+                                  shape.threads, stream);
+        break;
+    }
+    return cudaGetLastError();
+  }
   if (a.ne[0] <= kSoftMaxCacheValues) {
     const size_t shared = static_cast<size_t>(a.ne[0]) * sizeof(float);
     SoftMaxKernel<true><<<blocks, threads, shared, stream>>>(

@@ -131,6 +131,44 @@ __global__ void CopyValuesKernel(KTensor dst, KTensor src, bool same_shape,
   }
 }
 
+// CopyValuesKernel's conversion of a contiguous F32 src to a contiguous
+// dst of F32, F16 or BF16, four values at a time (cuBLAS operands, CONT).
+__global__ void ConvertFlatKernel(char* dst, int32_t type, const float4* src,
+                                  int64_t n4) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n4; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float4 v = src[i];
+    if (type == kF32) {
+      reinterpret_cast<float4*>(dst)[i] = v;
+    } else if (type == kF16) {
+      const __half2 lo = __floats2half2_rn(v.x, v.y);
+      const __half2 hi = __floats2half2_rn(v.z, v.w);
+      reinterpret_cast<uint2*>(dst)[i] =
+          make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
+                     *reinterpret_cast<const uint32_t*>(&hi));
+    } else {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y);
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z, v.w);
+      reinterpret_cast<uint2*>(dst)[i] =
+          make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
+                     *reinterpret_cast<const uint32_t*>(&hi));
+    }
+  }
+}
+
+// Whether ConvertFlatKernel copies src to dst.
+bool ConvertFlatFits(const KTensor& dst, const KTensor& src) {
+  if (src.type != kF32 ||
+      (dst.type != kF32 && dst.type != kF16 && dst.type != kBF16)) {
+    return false;
+  }
+  const int64_t size = dst.type == kF32 ? 4 : 2;
+  return IsContiguous(src, sizeof(float)) && IsContiguous(dst, size) &&
+         NumValues(dst) == NumValues(src) && NumValues(dst) % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(src.data) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(dst.data) % (4 * size) == 0;
+}
+
 // dst and src of one quantized type: block by block in row-major order.
 __global__ void CopyBlocksKernel(KTensor dst, KTensor src, int64_t rows) {
   const int ne1 = static_cast<int>(dst.ne[1]);
@@ -324,7 +362,13 @@ bool HostIsQuantized(int32_t type) { return type == kQ8_0 || type == kQ4_0; }
 cudaError_t Copy(const KTensor& dst, const KTensor& src, cudaStream_t stream) {
   if (IsEmpty(dst)) return cudaSuccess;
   const int64_t rows = NumRows(dst);
-  if (!HostIsQuantized(dst.type)) {
+  if (ConvertFlatFits(dst, src)) {
+    const int64_t n4 = NumValues(dst) / 4;
+    int64_t blocks = (n4 + 255) / 256;
+    if (blocks > (int64_t{1} << 16)) blocks = int64_t{1} << 16;
+    ConvertFlatKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+        dst.data, dst.type, reinterpret_cast<const float4*>(src.data), n4);
+  } else if (!HostIsQuantized(dst.type)) {
     const RowLaunch l = RowsLaunch(dst.ne[0], rows);
     CopyValuesKernel<<<l.grid, l.block, 0, stream>>>(dst, src,
                                                      SameShape(dst, src), rows);

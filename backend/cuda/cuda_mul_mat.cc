@@ -195,6 +195,19 @@ absl::Status EnqueueMulMat(const CudaComputeContext& ctx, const Tensor& node) {
     const char* pa = op_a.data + (i3 / r3) * op_a.stride3 * size;
     const char* pb = op_b.data + i3 * op_b.stride3 * size;
     char* pc = dst.data + i3 * dst.nb[3];
+    if (batches == 1) {
+      // One product: cuBLAS's heuristics choose among more kernels for a
+      // plain GEMM than for a batch of one.
+      TESSERA_RETURN_IF_ERROR(Prefixed(
+          node, TESSERA_CUBLAS_STATUS(cublasGemmEx(
+                    ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m),
+                    static_cast<int>(columns), static_cast<int>(k), &alpha, pa,
+                    plan.cuda_type, static_cast<int>(op_a.ld), pb,
+                    plan.cuda_type, static_cast<int>(op_b.ld), &beta, pc,
+                    CUDA_R_32F, static_cast<int>(m), CUBLAS_COMPUTE_32F,
+                    CUBLAS_GEMM_DEFAULT))));
+      continue;
+    }
     TESSERA_RETURN_IF_ERROR(Prefixed(
         node,
         TESSERA_CUBLAS_STATUS(cublasGemmStridedBatchedEx(

@@ -1,7 +1,8 @@
 // Elementwise kernels: ADD, SUB, MUL, DIV (b broadcast to a), SCALE, SQR,
 // SQRT, LOG, the unary ops and GLU. One RowsLaunch over the rows of dst;
 // each value is read, computed in float and written by one thread, so dst
-// may alias a.
+// may alias a. Binary ops on flat F32 tensors (the usual case) go a float4
+// at a time over the flat values instead.
 
 #include "backend/cuda/kernel_common.cuh"
 
@@ -74,6 +75,20 @@ __global__ void BinaryKernel(KTensor dst, KTensor a, KTensor b, int64_t rows) {
   }
 }
 
+// BinaryKernel over F32 tensors laid out flat (see BinaryFits): value i of
+// dst from value i of a and value i mod |b| of b, a float4 at a time.
+template <BinaryOp kOp>
+__global__ void BinaryFlatKernel(float4* dst, const float4* a, const float4* b,
+                                 int64_t n4, int64_t b4) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n4; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float4 x = a[i];
+    const float4 y = b[b4 == n4 ? i : i % b4];
+    dst[i] = make_float4(ApplyBinary<kOp>(x.x, y.x), ApplyBinary<kOp>(x.y, y.y),
+                         ApplyBinary<kOp>(x.z, y.z), ApplyBinary<kOp>(x.w, y.w));
+  }
+}
+
 __global__ void MapKernel(MapOp op, float scale, float bias, KTensor dst,
                           KTensor a, int64_t rows) {
   const int ne1 = static_cast<int>(dst.ne[1]);
@@ -116,29 +131,61 @@ __global__ void GluKernel(bool geglu, bool swapped, KTensor dst, KTensor a,
   }
 }
 
+// Whether BinaryFlatKernel computes dst = a op b: all F32, contiguous and
+// 16-byte aligned, a of dst's shape, b of dst's shape in its first dims
+// and 1 in the rest (so b repeats every |b| values), |b| a multiple of 4.
+bool BinaryFits(const KTensor& dst, const KTensor& a, const KTensor& b) {
+  for (const KTensor* t : {&dst, &a, &b}) {
+    if (t->type != kF32 || !IsContiguous(*t, sizeof(float)) ||
+        reinterpret_cast<uintptr_t>(t->data) % 16 != 0) {
+      return false;
+    }
+  }
+  int dims = 4;
+  while (dims > 0 && b.ne[dims - 1] == 1) --dims;
+  for (int i = 0; i < 4; ++i) {
+    if (a.ne[i] != dst.ne[i] || (i < dims && b.ne[i] != dst.ne[i])) {
+      return false;
+    }
+  }
+  return NumValues(b) % 4 == 0;
+}
+
+template <BinaryOp kOp>
+void LaunchBinary(const KTensor& dst, const KTensor& a, const KTensor& b,
+                  cudaStream_t stream) {
+  if (BinaryFits(dst, a, b)) {
+    const int64_t n4 = NumValues(dst) / 4;
+    int64_t blocks = (n4 + 255) / 256;
+    if (blocks > (int64_t{1} << 16)) blocks = int64_t{1} << 16;
+    BinaryFlatKernel<kOp><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+        reinterpret_cast<float4*>(dst.data),
+        reinterpret_cast<const float4*>(a.data),
+        reinterpret_cast<const float4*>(b.data), n4, NumValues(b) / 4);
+    return;
+  }
+  const int64_t rows = NumRows(dst);
+  const RowLaunch l = RowsLaunch(dst.ne[0], rows);
+  BinaryKernel<kOp><<<l.grid, l.block, 0, stream>>>(dst, a, b, rows);
+}
+
 }  // namespace
 
 cudaError_t Binary(BinaryOp op, const KTensor& dst, const KTensor& a,
                    const KTensor& b, cudaStream_t stream) {
   if (IsEmpty(dst)) return cudaSuccess;
-  const int64_t rows = NumRows(dst);
-  const RowLaunch l = RowsLaunch(dst.ne[0], rows);
   switch (op) {
     case BinaryOp::kAdd:
-      BinaryKernel<BinaryOp::kAdd><<<l.grid, l.block, 0, stream>>>(dst, a, b,
-                                                                   rows);
+      LaunchBinary<BinaryOp::kAdd>(dst, a, b, stream);
       break;
     case BinaryOp::kSub:
-      BinaryKernel<BinaryOp::kSub><<<l.grid, l.block, 0, stream>>>(dst, a, b,
-                                                                   rows);
+      LaunchBinary<BinaryOp::kSub>(dst, a, b, stream);
       break;
     case BinaryOp::kMul:
-      BinaryKernel<BinaryOp::kMul><<<l.grid, l.block, 0, stream>>>(dst, a, b,
-                                                                   rows);
+      LaunchBinary<BinaryOp::kMul>(dst, a, b, stream);
       break;
     case BinaryOp::kDiv:
-      BinaryKernel<BinaryOp::kDiv><<<l.grid, l.block, 0, stream>>>(dst, a, b,
-                                                                   rows);
+      LaunchBinary<BinaryOp::kDiv>(dst, a, b, stream);
       break;
   }
   return cudaGetLastError();

@@ -282,6 +282,72 @@ inline unsigned RowBlocks(int64_t rows) {
                                                          : int64_t{1} << 24);
 }
 
+// Whether t's values lie one after another in row-major order, `size`
+// bytes each.
+inline bool IsContiguous(const KTensor& t, int64_t size) {
+  int64_t stride = size;
+  for (int i = 0; i < 4; ++i) {
+    if (t.ne[i] > 1 && t.nb[i] != stride) return false;
+    stride *= t.ne[i];
+  }
+  return true;
+}
+
+inline int64_t NumValues(const KTensor& t) {
+  return t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3];
+}
+
+// Rows held in registers by row kernels (RMS_NORM, SOFT_MAX): F32 rows of
+// a multiple of 4 values, contiguous and 16-byte aligned, read once as
+// float4s, thread t of the block taking float4s t, t + blockDim.x, ... (at
+// most kVec of them).
+inline bool RowsFitRegisters(const KTensor& t) {
+  return t.type == kF32 && t.nb[0] == sizeof(float) && t.ne[0] % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 &&
+         t.nb[2] % 16 == 0 && t.nb[3] % 16 == 0;
+}
+
+// Launch shape of rows of n values in registers: threads per block and
+// float4s per thread (1, 2, 4 or 8); vec 0 when rows are too long (over
+// 32768 values).
+struct RegisterRows {
+  int threads;
+  int vec;
+};
+
+inline RegisterRows RegisterRowsFor(int64_t n) {
+  const int64_t n4 = n / 4;
+  const int threads = n4 <= 256 * 8 ? 256 : 1024;
+  const int64_t per_thread = (n4 + threads - 1) / threads;
+  int vec = 1;
+  while (vec < per_thread) vec *= 2;
+  return {threads, vec <= 8 ? vec : 0};
+}
+
+// Loads this thread's float4s of the row at `row` (n4 float4s); those past
+// the end read as `fill`.
+template <int kVec>
+__device__ __forceinline__ void LoadRow4(const char* row, int64_t n4,
+                                         float fill, float4 (&v)[kVec]) {
+  const float4* p = reinterpret_cast<const float4*>(row);
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    v[j] = i < n4 ? p[i] : make_float4(fill, fill, fill, fill);
+  }
+}
+
+template <int kVec>
+__device__ __forceinline__ void StoreRow4(char* row, int64_t n4,
+                                          const float4 (&v)[kVec]) {
+  float4* p = reinterpret_cast<float4*>(row);
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    if (i < n4) p[i] = v[j];
+  }
+}
+
 }  // namespace tessera::cuda_kernels
 
 #endif  // TESSERA_BACKEND_CUDA_KERNEL_COMMON_CUH_

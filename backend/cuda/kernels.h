@@ -135,8 +135,8 @@ cudaError_t WaitHostFlag(const uint64_t* flag, uint64_t target,
 
 // mul_mat.cu
 // dst[i, 0, i2, i3] = dot(a row i, b row 0) for b with one column per
-// batch (b.ne[1] == 1); a of any type, broadcast over dims 2 and 3 (a
-// K-quant a: each lane of a warp takes 8 values of every super-block).
+// batch (b.ne[1] == 1); a of any type, broadcast over dims 2 and 3 (see
+// mul_mat.cu for the two kernels and which layouts take which).
 cudaError_t MatVec(const KTensor& dst, const KTensor& a, const KTensor& b,
                    cudaStream_t stream);
 

@@ -1,8 +1,16 @@
-// Matrix-vector products for MUL_MAT with one column per batch: one warp
-// per output value. Quantized weights are dequantized on the fly (block by
-// block, each lane taking whole Q8_0/Q4_0 blocks or 8 values of every
-// K-quant super-block), so the weights are read once and never expanded in
-// memory; other types go value by value.
+// Matrix-vector products for MUL_MAT with one column per batch. Quantized
+// weights are dequantized on the fly, so the weights are read once and
+// never expanded in memory.
+//
+// The usual case (activations contiguous and 16-byte aligned; rows of F32,
+// F16 or BF16 16-byte aligned and a multiple of 8 values, or of a
+// quantized type) runs MatVecRowsKernel: 4 weight rows per block (8 when
+// quantized), each thread taking groups of 8 values of all of them, so
+// that the loads of one row's group are wide and neighbouring threads' are
+// adjacent (the block streams the rows' bytes), and one load of 8
+// activations serves every row. Any other layout runs MatVecKernel: one
+// warp per output value, each lane taking whole Q8_0/Q4_0 blocks, 8 values
+// of every K-quant super-block, or single values.
 
 #include "backend/cuda/kernel_common.cuh"
 
@@ -135,12 +143,267 @@ __global__ void MatVecKernel(KTensor dst, KTensor a, KTensor b,
   }
 }
 
+// Values per group: the unit of work of a MatVecRowsKernel thread.
+constexpr int kGroup = 8;
+constexpr int kRowsThreads = 128;
+
+// Rows per block: more for quantized rows, whose groups are fewer bytes,
+// so that the activations (from L2) stay fewer bytes than the weights.
+template <int32_t kType>
+constexpr int RowsPerBlock() {
+  return kType == kF32 || kType == kF16 || kType == kBF16 ? 4 : 8;
+}
+
+__device__ __forceinline__ void Unpack(const float4& lo, const float4& hi,
+                                       float (&out)[kGroup]) {
+  out[0] = lo.x;
+  out[1] = lo.y;
+  out[2] = lo.z;
+  out[3] = lo.w;
+  out[4] = hi.x;
+  out[5] = hi.y;
+  out[6] = hi.z;
+  out[7] = hi.w;
+}
+
+// The 8 activations that group g of a row of kType multiplies: values
+// 8g .. 8g + 7, except for Q4_0, whose group t of a block is bytes 4t ..
+// 4t + 3 (values 4t .. 4t + 3 in the low nibbles, 16 + 4t .. 16 + 4t + 3 in
+// the high ones).
+template <int32_t kType>
+__device__ __forceinline__ void LoadGroupY(const float* y, int64_t g,
+                                           float (&out)[kGroup]) {
+  const float* p = kType == kQ4_0 ? y + (g / 4) * kQK + (g % 4) * 4
+                                  : y + g * kGroup;
+  const int second = kType == kQ4_0 ? 16 : 4;
+  Unpack(*reinterpret_cast<const float4*>(p),
+         *reinterpret_cast<const float4*>(p + second), out);
+}
+
+// dot(group g of the row at x, y).
+template <int32_t kType>
+__device__ __forceinline__ float DotGroup(const char* x, int64_t g,
+                                          const float (&y)[kGroup]) {
+  float w[kGroup];
+  if constexpr (kType == kF32) {
+    const float4* p = reinterpret_cast<const float4*>(x) + 2 * g;
+    Unpack(p[0], p[1], w);
+  } else if constexpr (kType == kF16 || kType == kBF16) {
+    const uint4 raw = reinterpret_cast<const uint4*>(x)[g];
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 f;
+      if constexpr (kType == kF16) {
+        f = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
+      } else {
+        f = __bfloat1622float2(
+            *reinterpret_cast<const __nv_bfloat162*>(&words[i]));
+      }
+      w[2 * i] = f.x;
+      w[2 * i + 1] = f.y;
+    }
+  } else if constexpr (kType == kQ8_0 || kType == kQ4_0) {
+    const int bytes = kType == kQ8_0 ? kQ8Bytes : kQ4Bytes;
+    const char* block = x + (g / 4) * bytes;
+    const int t = static_cast<int>(g % 4);
+    const uint16_t* q = reinterpret_cast<const uint16_t*>(
+        block + 2 + (kType == kQ8_0 ? 8 : 4) * t);
+    if constexpr (kType == kQ8_0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint16_t pair = q[i];
+        w[2 * i] = static_cast<float>(static_cast<int8_t>(pair & 0xff));
+        w[2 * i + 1] = static_cast<float>(static_cast<int8_t>(pair >> 8));
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint16_t pair = q[i];
+        w[2 * i] = static_cast<float>((pair & 0xf) - 8);
+        w[2 * i + 1] = static_cast<float>(((pair >> 8) & 0xf) - 8);
+        w[4 + 2 * i] = static_cast<float>(((pair >> 4) & 0xf) - 8);
+        w[4 + 2 * i + 1] = static_cast<float>((pair >> 12) - 8);
+      }
+    }
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) dot += w[i] * y[i];
+    return dot * BlockScale(block);
+  } else {
+    // K-quants: 8 values of one sub-block, so one factor and offset.
+    const char* block = x + (g / (kQK_K / kGroup)) * KBlockBytes(kType);
+    const int j0 = static_cast<int>(g % (kQK_K / kGroup)) * kGroup;
+    const float2 f = KFactors(kType, block, j0);
+    int level[kGroup];
+    if constexpr (kType == kQ6_K) {
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) level[i] = KLevel(kType, block, j0 + i);
+    } else {
+      // Q4_K, Q5_K (KLevel's layout): the 8 values' low bits are nibbles of
+      // 8 consecutive bytes, Q5_K's fifth bits one bit of 8 more; 8-byte
+      // loads (the rows are 8-byte aligned, see RowsKernelFits).
+      const int c = j0 / 64;
+      const int shift = 4 * ((j0 % 64) / 32);
+      const int l = j0 % 32;
+      const uint2 q = *reinterpret_cast<const uint2*>(
+          block + (kType == kQ4_K ? 16 : 48) + 32 * c + l);
+      const uint32_t words[2] = {q.x, q.y};
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        level[i] = (words[i / 4] >> (8 * (i % 4) + shift)) & 0x0F;
+      }
+      if constexpr (kType == kQ5_K) {
+        const uint2 h = *reinterpret_cast<const uint2*>(block + 16 + l);
+        const uint32_t high[2] = {h.x, h.y};
+        const int bit = 2 * c + shift / 4;
+#pragma unroll
+        for (int i = 0; i < kGroup; ++i) {
+          level[i] |= ((high[i / 4] >> (8 * (i % 4) + bit)) & 1) << 4;
+        }
+      }
+    }
+    float dot = 0.0f;
+    float ysum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      dot += static_cast<float>(level[i]) * y[i];
+      ysum += y[i];
+    }
+    return f.x * dot - f.y * ysum;
+  }
+  float dot = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kGroup; ++i) dot += w[i] * y[i];
+  return dot;
+}
+
+// Rows kRows * blockIdx.x .. + kRows - 1 (kRows = RowsPerBlock<kType>()) of
+// batch blockIdx.y (i2 + ne2 * i3
+// of b): dst[i, 0, i2, i3] = dot(a row (i, i2 / r2, i3 / r3), b row (0, i2,
+// i3)).
+template <int32_t kType>
+__global__ void __launch_bounds__(kRowsThreads)
+    MatVecRowsKernel(KTensor dst, KTensor a, KTensor b) {
+  constexpr int kRows = RowsPerBlock<kType>();
+  const int64_t m = dst.ne[0];
+  const int64_t groups = a.ne[0] / kGroup;
+  const int64_t i2 = blockIdx.y % b.ne[2];
+  const int64_t i3 = blockIdx.y / b.ne[2];
+  const int64_t a2 = i2 / (b.ne[2] / a.ne[2]);
+  const int64_t a3 = i3 / (b.ne[3] / a.ne[3]);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const float* y = reinterpret_cast<const float*>(RowPtr(b, 0, i2, i3));
+  const char* x[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    // Rows past the end repeat the last one; their sums are dropped.
+    x[r] = RowPtr(a, row0 + r < m ? row0 + r : m - 1, a2, a3);
+  }
+  float sum[kRows] = {};
+  for (int64_t g = threadIdx.x; g < groups; g += kRowsThreads) {
+    float yv[kGroup];
+    LoadGroupY<kType>(y, g, yv);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) sum[r] += DotGroup<kType>(x[r], g, yv);
+  }
+  __shared__ float partial[kRows][kRowsThreads / kWarpSize];
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const float v = WarpSum(sum[r]);
+    if (lane == 0) partial[r][warp] = v;
+  }
+  __syncthreads();
+  const int r = threadIdx.x;
+  if (r < kRows && row0 + r < m) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kRowsThreads / kWarpSize; ++w) total += partial[r][w];
+    *reinterpret_cast<float*>(RowPtr(dst, 0, i2, i3) + (row0 + r) * dst.nb[0]) =
+        total;
+  }
+}
+
+bool Aligned16(const KTensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 &&
+         t.nb[2] % 16 == 0 && t.nb[3] % 16 == 0;
+}
+
+// Whether MatVecRowsKernel computes this product (see the file comment).
+bool RowsKernelFits(const KTensor& a, const KTensor& b, int64_t batches) {
+  if (b.nb[0] != sizeof(float) || !Aligned16(b) || batches > 65535) {
+    return false;
+  }
+  switch (a.type) {
+    case kF32:
+    case kF16:
+    case kBF16: {
+      const int64_t size = a.type == kF32 ? 4 : 2;
+      return a.nb[0] == size && a.ne[0] % kGroup == 0 && Aligned16(a);
+    }
+    case kQ8_0:
+    case kQ4_0:
+    case kQ6_K:
+      // Blocks hold whole groups; 16-bit loads need even row addresses.
+      return reinterpret_cast<uintptr_t>(a.data) % 2 == 0 &&
+             a.nb[1] % 2 == 0 && a.nb[2] % 2 == 0 && a.nb[3] % 2 == 0;
+    case kQ4_K:
+    case kQ5_K:
+      // 8-byte loads inside 144- and 176-byte blocks.
+      return reinterpret_cast<uintptr_t>(a.data) % 8 == 0 &&
+             a.nb[1] % 8 == 0 && a.nb[2] % 8 == 0 && a.nb[3] % 8 == 0;
+    default:
+      return false;
+  }
+}
+
+template <int32_t kType>
+void LaunchRows(const KTensor& dst, const KTensor& a, const KTensor& b,
+                int64_t batches, cudaStream_t stream) {
+  constexpr int kRows = RowsPerBlock<kType>();
+  const dim3 grid(static_cast<unsigned>((dst.ne[0] + kRows - 1) / kRows),
+                  static_cast<unsigned>(batches));
+  MatVecRowsKernel<kType><<<grid, kRowsThreads, 0, stream>>>(dst, a, b);
+}
+
 }  // namespace
 
 cudaError_t MatVec(const KTensor& dst, const KTensor& a, const KTensor& b,
                    cudaStream_t stream) {
   if (IsEmpty(dst)) return cudaSuccess;
-  const int64_t outputs = dst.ne[0] * dst.ne[2] * dst.ne[3];
+  const int64_t batches = dst.ne[2] * dst.ne[3];
+  if (RowsKernelFits(a, b, batches)) {
+    switch (a.type) {
+      case kF32:
+        LaunchRows<kF32>(dst, a, b, batches, stream);
+        break;
+      case kF16:
+        LaunchRows<kF16>(dst, a, b, batches, stream);
+        break;
+      case kBF16:
+        LaunchRows<kBF16>(dst, a, b, batches, stream);
+        break;
+      case kQ8_0:
+        LaunchRows<kQ8_0>(dst, a, b, batches, stream);
+        break;
+      case kQ4_0:
+        LaunchRows<kQ4_0>(dst, a, b, batches, stream);
+        break;
+      case kQ4_K:
+        LaunchRows<kQ4_K>(dst, a, b, batches, stream);
+        break;
+      case kQ5_K:
+        LaunchRows<kQ5_K>(dst, a, b, batches, stream);
+        break;
+      default:
+        LaunchRows<kQ6_K>(dst, a, b, batches, stream);
+        break;
+    }
+    return cudaGetLastError();
+  }
+  const int64_t outputs = dst.ne[0] * batches;
   int64_t blocks = (outputs + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > (int64_t{1} << 24)) blocks = int64_t{1} << 24;
   const unsigned grid = static_cast<unsigned>(blocks);

@@ -62,6 +62,43 @@ __global__ void NormKernel(bool rms, float eps, KTensor dst, KTensor a,
   }
 }
 
+// RMS_NORM of rows held in registers (RowsFitRegisters for a and dst):
+// one read and one write per value.
+template <int kVec>
+__global__ void RmsNormRegistersKernel(float eps, KTensor dst, KTensor a,
+                                       int64_t rows) {
+  const int ne1 = static_cast<int>(a.ne[1]);
+  const int ne2 = static_cast<int>(a.ne[2]);
+  const int64_t n4 = a.ne[0] / 4;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const RowIndex d = RowAt(static_cast<int>(r), ne1, ne2);
+    float4 v[kVec];
+    LoadRow4<kVec>(RowPtr(a, d.i1, d.i2, d.i3), n4, 0.0f, v);
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      sum_sq += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z +
+                v[j].w * v[j].w;
+    }
+    sum_sq = BlockSum(sum_sq);
+    const float inv =
+        1.0f / sqrtf(sum_sq / static_cast<float>(a.ne[0]) + eps);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      v[j] = make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv,
+                         v[j].w * inv);
+    }
+    StoreRow4<kVec>(RowPtr(dst, d.i1, d.i2, d.i3), n4, v);
+  }
+}
+
+template <int kVec>
+void LaunchRmsNormRegisters(float eps, const KTensor& dst, const KTensor& a,
+                            int64_t rows, int threads, cudaStream_t stream) {
+  RmsNormRegistersKernel<kVec>
+      <<<RowBlocks(rows), threads, 0, stream>>>(eps, dst, a, rows);
+}
+
 // The better of two (value, index) candidates: the larger value, the higher
 // index on ties. Index -1 stands for "no value yet".
 __device__ __forceinline__ void ArgmaxMerge(float& best, int& index, float v,
@@ -186,6 +223,24 @@ cudaError_t Norm(bool rms, float eps, const KTensor& dst, const KTensor& a,
                  cudaStream_t stream) {
   if (IsEmpty(dst)) return cudaSuccess;
   const int64_t rows = NumRows(a);
+  const RegisterRows shape = RegisterRowsFor(a.ne[0]);
+  if (rms && shape.vec != 0 && RowsFitRegisters(a) && RowsFitRegisters(dst)) {
+    switch (shape.vec) {
+      case 1:
+        LaunchRmsNormRegisters<1>(eps, dst, a, rows, shape.threads, stream);
+        break;
+      case 2:
+        LaunchRmsNormRegisters<2>(eps, dst, a, rows, shape.threads, stream);
+        break;
+      case 4:
+        LaunchRmsNormRegisters<4>(eps, dst, a, rows, shape.threads, stream);
+        break;
+      default:
+        LaunchRmsNormRegisters<8>(eps, dst, a, rows, shape.threads, stream);
+        break;
+    }
+    return cudaGetLastError();
+  }
   NormKernel<<<RowBlocks(rows), ReductionThreads(a.ne[0]), 0, stream>>>(
       rms, eps, dst, a, rows);
   return cudaGetLastError();
