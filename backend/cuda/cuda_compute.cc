@@ -220,7 +220,15 @@ absl::Status CudaCheckNode(const Tensor& node) {
 }
 
 size_t CudaScratchBytes(const Tensor& node) {
-  return node.op == Op::kMulMat ? MulMatScratchBytes(node) : 0;
+  switch (node.op) {
+    case Op::kMulMat:
+      return MulMatScratchBytes(node);
+    case Op::kFlashAttnExt:
+      return cuda_kernels::FlashAttnScratchBytes(ToKTensor(node),
+                                                 ToKTensor(*node.src[1]));
+    default:
+      return 0;
+  }
 }
 
 absl::Status CudaEnqueueNode(const CudaComputeContext& ctx,
@@ -306,7 +314,8 @@ absl::Status CudaEnqueueNode(const CudaComputeContext& ctx,
           k::FlashAttn(dst, ToKTensor(*s0), ToKTensor(*s1),
                        ToKTensor(*node.src[2]), m != nullptr ? &mask : nullptr,
                        node.param<float>(0), node.param<float>(1),
-                       node.param<float>(2), stream));
+                       node.param<float>(2), ctx.scratch, ctx.scratch_size,
+                       stream));
     }
     default:  // CudaCheckNode has passed only the ops above.
       break;

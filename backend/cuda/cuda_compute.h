@@ -48,7 +48,8 @@ bool CudaSupportsNode(const Tensor& node);
 // element loads. Errors: INVALID_ARGUMENT, "[CUDA <OP>] <node>: <problem>".
 absl::Status CudaCheckNode(const Tensor& node);
 
-// Scratch bytes the node needs (MUL_MAT's converted operands), 0 for most.
+// Scratch bytes the node needs (MUL_MAT's converted operands,
+// FLASH_ATTN_EXT's partial results), 0 for most.
 size_t CudaScratchBytes(const Tensor& node);
 
 // Queues the kernels of a supported, checked `node`. Errors: the launch or

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/kernel_error.h"
@@ -103,11 +104,17 @@ struct RopeArgs {
 cudaError_t Rope(const KTensor& dst, const KTensor& a, const KTensor& pos,
                  const RopeArgs& args, cudaStream_t stream);
 
-// flash_attn.cu. Head sizes up to kMaxFlashAttnHead.
+// flash_attn.cu. Head sizes up to kMaxFlashAttnHead. When the output has
+// few rows the keys of each row are split over several blocks whose
+// partial results go to `scratch` (device memory, 4-byte aligned) before
+// a second kernel merges them: FlashAttnScratchBytes(dst, k) bytes, 0 when
+// the keys are not split. A smaller `scratch_bytes` is cudaErrorInvalidValue.
+size_t FlashAttnScratchBytes(const KTensor& dst, const KTensor& k);
 inline constexpr int64_t kMaxFlashAttnHead = 1024;
 cudaError_t FlashAttn(const KTensor& dst, const KTensor& q, const KTensor& k,
                       const KTensor& v, const KTensor* mask, float scale,
-                      float max_bias, float softcap, cudaStream_t stream);
+                      float max_bias, float softcap, void* scratch,
+                      size_t scratch_bytes, cudaStream_t stream);
 
 // copy.cu
 // Copies the values of `src` into `dst` (same element count) in row-major
