@@ -24,7 +24,9 @@ namespace tessera {
 namespace {
 
 using testing::Block;
+using testing::BlockGraph;
 using testing::BlockInputs;
+using testing::ComputePipelined;
 using testing::Mlp;
 using testing::MlpInput;
 using testing::NaiveMlp;
@@ -73,26 +75,15 @@ class GpuSchedulerTest : public ::testing::Test {
     Block block = Block::Make(weights).value();
     EXPECT_TRUE(weights.Upload().ok());
     Context ctx;
-    Tensor* x =
-        NewInput(ctx, Type::kF32, {Block::kDim, Block::kTokens}, "x").value();
-    Tensor* pos = NewInput(ctx, Type::kI32, {Block::kTokens}, "pos").value();
-    Tensor* mask =
-        NewInput(ctx, Type::kF32, {Block::kTokens, Block::kTokens}, "mask")
-            .value();
-    Tensor* out = block.Forward(ctx, x, pos, mask, flash).value();
-    out->flags |= kFlagOutput;
     Graph graph;
-    EXPECT_TRUE(graph.Expand(out).ok());
+    const BlockGraph g = BlockGraph::Make(ctx, block, flash, graph).value();
     std::unique_ptr<Scheduler> sched = MakeScheduler(std::move(streams));
     absl::Status s = sched->AllocGraph(graph);
     EXPECT_TRUE(s.ok()) << s;
-    const BlockInputs in = BlockInputs::Make();
-    EXPECT_TRUE(Write(*x, in.x.data()).ok());
-    EXPECT_TRUE(Write(*pos, in.pos.data()).ok());
-    EXPECT_TRUE(Write(*mask, in.mask.data()).ok());
+    EXPECT_TRUE(g.WriteInputs(BlockInputs::Make()).ok());
     s = sched->Compute(graph);
     EXPECT_TRUE(s.ok()) << s;
-    return Read(*out);
+    return Read(*g.out);
   }
 
   Registry gpus_, cpus_;
@@ -166,17 +157,9 @@ TEST_F(GpuSchedulerTest, PipelinedMicroBatchesEqualSequentialCompute) {
         {gpu_stream_.get(), cpu_stream_.get()}, {.n_copies = n_copies});
     ASSERT_TRUE(sched->AllocGraph(graph).ok());
     EXPECT_EQ(sched->n_copies(), n_copies);
-    std::vector<std::vector<float>> got(kBatches,
-                                        std::vector<float>(out->NumElements()));
-    for (int k = 0; k < kBatches; ++k) {
-      // The input is rewritten as soon as the previous ComputeAsync returns.
-      ASSERT_TRUE(Write(*in, MlpInput(k).data()).ok());
-      absl::Status s = sched->ComputeAsync(graph);
-      ASSERT_TRUE(s.ok()) << s;
-      s = sched->GetTensorAsync(*out, got[k].data(), 0, out->NumBytes());
-      ASSERT_TRUE(s.ok()) << s;
-    }
-    ASSERT_TRUE(sched->Synchronize().ok());
+    absl::StatusOr<std::vector<std::vector<float>>> got =
+        ComputePipelined(*sched, graph, *in, *out, kBatches);
+    ASSERT_TRUE(got.ok()) << got.status();
     for (int k = 0; k < kBatches; ++k) {
       SCOPED_TRACE(k);
       ASSERT_TRUE(Write(*in, MlpInput(k).data()).ok());
@@ -184,8 +167,8 @@ TEST_F(GpuSchedulerTest, PipelinedMicroBatchesEqualSequentialCompute) {
       // The same kernels on the same data: equal up to cuBLAS's choice of
       // algorithm, which may differ between the pipelined and the
       // sequential run only in rounding.
-      ExpectClose(got[k], Read(*out), 1e-5f);
-      ExpectClose(got[k], NaiveMlp(mlp, MlpInput(k)), 1e-4f);
+      ExpectClose((*got)[k], Read(*out), 1e-5f);
+      ExpectClose((*got)[k], NaiveMlp(mlp, MlpInput(k)), 1e-4f);
     }
   }
 }

@@ -23,7 +23,9 @@ namespace tessera {
 namespace {
 
 using testing::Block;
+using testing::BlockGraph;
 using testing::BlockInputs;
+using testing::ComputePipelined;
 using testing::Mlp;
 using testing::MlpInput;
 using testing::NaiveMlp;
@@ -94,29 +96,17 @@ class SchedulerTest : public ::testing::Test {
     absl::StatusOr<Block> block = Block::Make(weights);
     EXPECT_TRUE(block.ok() && weights.Upload().ok());
     Context ctx;
-    Tensor* x =
-        NewInput(ctx, Type::kF32, {Block::kDim, Block::kTokens}, "x").value();
-    Tensor* pos = NewInput(ctx, Type::kI32, {Block::kTokens}, "pos").value();
-    Tensor* mask =
-        NewInput(ctx, Type::kF32, {Block::kTokens, Block::kTokens}, "mask")
-            .value();
-    absl::StatusOr<Tensor*> out = block->Forward(ctx, x, pos, mask, flash);
-    EXPECT_TRUE(out.ok()) << out.status();
-    (*out)->flags |= kFlagOutput;
     Graph graph;
-    EXPECT_TRUE(graph.Expand(*out).ok());
+    absl::StatusOr<BlockGraph> g = BlockGraph::Make(ctx, *block, flash, graph);
+    EXPECT_TRUE(g.ok()) << g.status();
     std::unique_ptr<Scheduler> sched = MakeScheduler(CpuStreams(n));
     absl::Status s = sched->AllocGraph(graph);
     EXPECT_TRUE(s.ok()) << s;
-
-    const BlockInputs in = BlockInputs::Make();
-    EXPECT_TRUE(Write(*x, in.x.data()).ok());
-    EXPECT_TRUE(Write(*pos, in.pos.data()).ok());
-    EXPECT_TRUE(Write(*mask, in.mask.data()).ok());
+    EXPECT_TRUE(g->WriteInputs(BlockInputs::Make()).ok());
     s = sched->Compute(graph);
     EXPECT_TRUE(s.ok()) << s;
     if (n_splits != nullptr) *n_splits = sched->n_splits();
-    return Read(**out);
+    return Read(*g->out);
   }
 
   Registry registry_;
@@ -309,23 +299,15 @@ TEST_F(SchedulerTest, PipelinedMicroBatchesEqualSequentialCompute) {
     ASSERT_TRUE(sched->AllocGraph(graph).ok());
     EXPECT_EQ(sched->n_copies(), n_copies);
     EXPECT_GT(sched->n_splits(), 1);
-    std::vector<std::vector<float>> got(kBatches,
-                                        std::vector<float>(out->NumElements()));
-    for (int k = 0; k < kBatches; ++k) {
-      // The input is rewritten as soon as the previous ComputeAsync returns.
-      ASSERT_TRUE(Write(*in, MlpInput(k).data()).ok());
-      absl::Status s = sched->ComputeAsync(graph);
-      ASSERT_TRUE(s.ok()) << s;
-      s = sched->GetTensorAsync(*out, got[k].data(), 0, out->NumBytes());
-      ASSERT_TRUE(s.ok()) << s;
-    }
-    ASSERT_TRUE(sched->Synchronize().ok());
+    absl::StatusOr<std::vector<std::vector<float>>> got =
+        ComputePipelined(*sched, graph, *in, *out, kBatches);
+    ASSERT_TRUE(got.ok()) << got.status();
     // Sequential compute of the same graph, one micro-batch at a time.
     for (int k = 0; k < kBatches; ++k) {
       SCOPED_TRACE(k);
       ASSERT_TRUE(Write(*in, MlpInput(k).data()).ok());
       ASSERT_TRUE(sched->Compute(graph).ok());
-      ExpectBitwiseEqual(Read(*out), got[k]);
+      ExpectBitwiseEqual(Read(*out), (*got)[k]);
     }
   }
 }

@@ -112,15 +112,6 @@ __global__ void SoftMaxRegistersKernel(KTensor dst, KTensor a, KTensor mask,
   }
 }
 
-template <int kVec>
-void LaunchSoftMaxRegisters(const KTensor& dst, const KTensor& a,
-                            const KTensor& mask, bool has_mask, float scale,
-                            float max_bias, int64_t rows, int threads,
-                            cudaStream_t stream) {
-  SoftMaxRegistersKernel<kVec><<<RowBlocks(rows), threads, 0, stream>>>(
-      dst, a, mask, has_mask, scale, max_bias, rows);
-}
-
 // One thread per rotated pair and per value past n_dims (copied), over a
 // RowsLaunch of dst's rows. Angles follow ggml's rope_yarn (see
 // graph/reference_attention.cc), in float.
@@ -188,25 +179,11 @@ cudaError_t SoftMax(const KTensor& dst, const KTensor& a, const KTensor* mask,
   const KTensor m = mask != nullptr ? *mask : KTensor{};
   const RegisterRows shape = RegisterRowsFor(a.ne[0]);
   if (shape.vec != 0 && RowsFitRegisters(a) && RowsFitRegisters(dst)) {
-    const bool has_mask = mask != nullptr;
-    switch (shape.vec) {
-      case 1:
-        LaunchSoftMaxRegisters<1>(dst, a, m, has_mask, scale, max_bias, rows,
-                                  shape.threads, stream);
-        break;
-      case 2:
-        LaunchSoftMaxRegisters<2>(dst, a, m, has_mask, scale, max_bias, rows,
-                                  shape.threads, stream);
-        break;
-      case 4:
-        LaunchSoftMaxRegisters<4>(dst, a, m, has_mask, scale, max_bias, rows,
-                                  shape.threads, stream);
-        break;
-      default:
-        LaunchSoftMaxRegisters<8>(dst, a, m, has_mask, scale, max_bias, rows,
-                                  shape.threads, stream);
-        break;
-    }
+    WithRegisterVec(shape.vec, [&](auto vec) {
+      SoftMaxRegistersKernel<decltype(vec)::value>
+          <<<blocks, shape.threads, 0, stream>>>(dst, a, m, mask != nullptr,
+                                                 scale, max_bias, rows);
+    });
     return cudaGetLastError();
   }
   if (a.ne[0] <= kSoftMaxCacheValues) {

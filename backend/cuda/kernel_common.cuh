@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/kernel_error.h"
 #include "backend/cuda/kernels.h"
@@ -322,6 +323,26 @@ inline RegisterRows RegisterRowsFor(int64_t n) {
   int vec = 1;
   while (vec < per_thread) vec *= 2;
   return {threads, vec <= 8 ? vec : 0};
+}
+
+// Calls f(std::integral_constant<int, V>()) for V = vec (1, 2, 4 or 8), so
+// that a launcher instantiates its kernel for the RegisterRows it got.
+template <typename F>
+void WithRegisterVec(int vec, F&& f) {
+  switch (vec) {
+    case 1:
+      f(std::integral_constant<int, 1>());
+      break;
+    case 2:
+      f(std::integral_constant<int, 2>());
+      break;
+    case 4:
+      f(std::integral_constant<int, 4>());
+      break;
+    default:
+      f(std::integral_constant<int, 8>());
+      break;
+  }
 }
 
 // Loads this thread's float4s of the row at `row` (n4 float4s); those past

@@ -92,13 +92,6 @@ __global__ void RmsNormRegistersKernel(float eps, KTensor dst, KTensor a,
   }
 }
 
-template <int kVec>
-void LaunchRmsNormRegisters(float eps, const KTensor& dst, const KTensor& a,
-                            int64_t rows, int threads, cudaStream_t stream) {
-  RmsNormRegistersKernel<kVec>
-      <<<RowBlocks(rows), threads, 0, stream>>>(eps, dst, a, rows);
-}
-
 // The better of two (value, index) candidates: the larger value, the higher
 // index on ties. Index -1 stands for "no value yet".
 __device__ __forceinline__ void ArgmaxMerge(float& best, int& index, float v,
@@ -225,20 +218,10 @@ cudaError_t Norm(bool rms, float eps, const KTensor& dst, const KTensor& a,
   const int64_t rows = NumRows(a);
   const RegisterRows shape = RegisterRowsFor(a.ne[0]);
   if (rms && shape.vec != 0 && RowsFitRegisters(a) && RowsFitRegisters(dst)) {
-    switch (shape.vec) {
-      case 1:
-        LaunchRmsNormRegisters<1>(eps, dst, a, rows, shape.threads, stream);
-        break;
-      case 2:
-        LaunchRmsNormRegisters<2>(eps, dst, a, rows, shape.threads, stream);
-        break;
-      case 4:
-        LaunchRmsNormRegisters<4>(eps, dst, a, rows, shape.threads, stream);
-        break;
-      default:
-        LaunchRmsNormRegisters<8>(eps, dst, a, rows, shape.threads, stream);
-        break;
-    }
+    WithRegisterVec(shape.vec, [&](auto vec) {
+      RmsNormRegistersKernel<decltype(vec)::value>
+          <<<RowBlocks(rows), shape.threads, 0, stream>>>(eps, dst, a, rows);
+    });
     return cudaGetLastError();
   }
   NormKernel<<<RowBlocks(rows), ReductionThreads(a.ne[0]), 0, stream>>>(

@@ -18,9 +18,11 @@
 #include "backend/buffer.h"
 #include "backend/device.h"
 #include "graph/context.h"
+#include "graph/graph.h"
 #include "graph/ops.h"
 #include "base/status_macros.h"
 #include "graph/tensor.h"
+#include "sched/scheduler.h"
 #include "backend/alloc/tensor_allocator.h"
 #include "gtest/gtest.h"
 
@@ -253,6 +255,56 @@ struct BlockInputs {
       }
     }
     return in;
+  }
+};
+
+// The MLP's micro-batches MlpInput(0 .. n - 1) through `sched`, pipelined:
+// each written into `in` as soon as the previous ComputeAsync returns, each
+// output read asynchronously, then one Synchronize.
+inline absl::StatusOr<std::vector<std::vector<float>>> ComputePipelined(
+    Scheduler& sched, Graph& graph, Tensor& in, const Tensor& out, int n) {
+  std::vector<std::vector<float>> got(n,
+                                      std::vector<float>(out.NumElements()));
+  for (int k = 0; k < n; ++k) {
+    TESSERA_RETURN_IF_ERROR(Write(in, MlpInput(k).data()));
+    TESSERA_RETURN_IF_ERROR(sched.ComputeAsync(graph));
+    TESSERA_RETURN_IF_ERROR(
+        sched.GetTensorAsync(out, got[k].data(), 0, out.NumBytes()));
+  }
+  TESSERA_RETURN_IF_ERROR(sched.Synchronize());
+  return got;
+}
+
+// The transformer block's graph: its inputs x, pos and mask, new in `ctx`,
+// and its output (flagged), expanded into `graph`.
+struct BlockGraph {
+  Tensor* x;
+  Tensor* pos;
+  Tensor* mask;
+  Tensor* out;
+
+  static absl::StatusOr<BlockGraph> Make(Context& ctx, const Block& block,
+                                         bool flash, Graph& graph) {
+    BlockGraph g;
+    TESSERA_ASSIGN_OR_RETURN(
+        g.x, NewInput(ctx, Type::kF32, {Block::kDim, Block::kTokens}, "x"));
+    TESSERA_ASSIGN_OR_RETURN(g.pos,
+                             NewInput(ctx, Type::kI32, {Block::kTokens}, "pos"));
+    TESSERA_ASSIGN_OR_RETURN(
+        g.mask, NewInput(ctx, Type::kF32, {Block::kTokens, Block::kTokens},
+                         "mask"));
+    TESSERA_ASSIGN_OR_RETURN(g.out,
+                             block.Forward(ctx, g.x, g.pos, g.mask, flash));
+    g.out->flags |= kFlagOutput;
+    TESSERA_RETURN_IF_ERROR(graph.Expand(g.out));
+    return g;
+  }
+
+  // Writes `in` into the allocated inputs.
+  absl::Status WriteInputs(const BlockInputs& in) const {
+    TESSERA_RETURN_IF_ERROR(Write(*x, in.x.data()));
+    TESSERA_RETURN_IF_ERROR(Write(*pos, in.pos.data()));
+    return Write(*mask, in.mask.data());
   }
 };
 

@@ -33,7 +33,9 @@ using client::RemoteGraph;
 using client::TensorInput;
 using client::TensorOutput;
 using testing::Block;
+using testing::BlockGraph;
 using testing::BlockInputs;
+using testing::ComputePipelined;
 using testing::Mlp;
 using testing::MlpInput;
 using testing::NewInput;
@@ -156,20 +158,12 @@ TEST_F(RemoteDeviceTest, LocalSchedulerOverRemoteDevicesEqualsLocal) {
   absl::Status s = sched->AllocGraph(graph);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_GE(sched->n_splits(), 2);
-  std::vector<std::vector<float>> got(kBatches,
-                                      std::vector<float>(out->NumElements()));
-  for (int k = 0; k < kBatches; ++k) {
-    ASSERT_TRUE(Write(*in, MlpInput(k).data()).ok());
-    s = sched->ComputeAsync(graph);
-    ASSERT_TRUE(s.ok()) << s;
-    ASSERT_TRUE(
-        sched->GetTensorAsync(*out, got[k].data(), 0, out->NumBytes()).ok());
-  }
-  s = sched->Synchronize();
-  ASSERT_TRUE(s.ok()) << s;
+  absl::StatusOr<std::vector<std::vector<float>>> got =
+      ComputePipelined(*sched, graph, *in, *out, kBatches);
+  ASSERT_TRUE(got.ok()) << got.status();
   for (int k = 0; k < kBatches; ++k) {
     SCOPED_TRACE(k);
-    ExpectBitwiseEqual(got[k], want[k]);
+    ExpectBitwiseEqual((*got)[k], want[k]);
   }
 }
 
@@ -219,16 +213,10 @@ std::vector<std::vector<float>> BlockOutputs(Client* client,
   Block block = Block::Make(weights).value();
   EXPECT_TRUE(weights.Upload().ok());
   Context ctx;
-  Tensor* x =
-      NewInput(ctx, Type::kF32, {Block::kDim, Block::kTokens}, "x").value();
-  Tensor* pos = NewInput(ctx, Type::kI32, {Block::kTokens}, "pos").value();
-  Tensor* mask =
-      NewInput(ctx, Type::kF32, {Block::kTokens, Block::kTokens}, "mask")
-          .value();
-  Tensor* out = block.Forward(ctx, x, pos, mask, /*flash=*/false).value();
-  out->flags |= kFlagOutput;
   Graph graph;
-  EXPECT_TRUE(graph.Expand(out).ok());
+  const BlockGraph g =
+      BlockGraph::Make(ctx, block, /*flash=*/false, graph).value();
+  Tensor* out = g.out;
   if (client == nullptr) {
     std::vector<std::unique_ptr<Stream>> streams;
     std::vector<Stream*> stream_ptrs;
@@ -238,16 +226,14 @@ std::vector<std::vector<float>> BlockOutputs(Client* client,
     }
     auto sched = Scheduler::Create(stream_ptrs, {}, {}).value();
     EXPECT_TRUE(sched->AllocGraph(graph).ok());
-    EXPECT_TRUE(Write(*x, data.x.data()).ok());
-    EXPECT_TRUE(Write(*pos, data.pos.data()).ok());
-    EXPECT_TRUE(Write(*mask, data.mask.data()).ok());
+    EXPECT_TRUE(g.WriteInputs(data).ok());
     EXPECT_TRUE(sched->Compute(graph).ok());
     return {Read(*out)};
   }
   const std::vector<TensorInput> inputs = {
-      {x, data.x.data(), x->NumBytes()},
-      {pos, data.pos.data(), pos->NumBytes()},
-      {mask, data.mask.data(), mask->NumBytes()}};
+      {g.x, data.x.data(), g.x->NumBytes()},
+      {g.pos, data.pos.data(), g.pos->NumBytes()},
+      {g.mask, data.mask.data(), g.mask->NumBytes()}};
   std::vector<float> got(out->NumElements());
   std::vector<std::vector<float>> outs;
   absl::Status s =
