@@ -4,13 +4,13 @@
 //
 // The usual case (activations contiguous and 16-byte aligned; rows of F32,
 // F16 or BF16 16-byte aligned and a multiple of 8 values, or of a
-// quantized type) runs MatVecRowsKernel: 4 weight rows per block (8 when
-// quantized), each thread taking groups of 8 values of all of them, so
-// that the loads of one row's group are wide and neighbouring threads' are
-// adjacent (the block streams the rows' bytes), and one load of 8
-// activations serves every row. Any other layout runs MatVecKernel: one
-// warp per output value, each lane taking whole Q8_0/Q4_0 blocks, 8 values
-// of every K-quant super-block, or single values.
+// quantized type) runs MatVecRowsKernel: 4 weight rows per block, each
+// thread taking groups of 8 values of all of them, so that the loads of
+// one row's group are wide and neighbouring threads' are adjacent (the
+// block streams the rows' bytes), and one load of 8 activations serves
+// every row. Any other layout runs MatVecKernel: one warp per output
+// value, each lane taking whole Q8_0/Q4_0 blocks, 8 values of every K-quant
+// super-block, or single values.
 
 #include "backend/cuda/kernel_common.cuh"
 
@@ -147,12 +147,7 @@ __global__ void MatVecKernel(KTensor dst, KTensor a, KTensor b,
 constexpr int kGroup = 8;
 constexpr int kRowsThreads = 128;
 
-// Rows per block: more for quantized rows, whose groups are fewer bytes,
-// so that the activations (from L2) stay fewer bytes than the weights.
-template <int32_t kType>
-constexpr int RowsPerBlock() {
-  return kType == kF32 || kType == kF16 || kType == kBF16 ? 4 : 8;
-}
+constexpr int kRows = 4;  // rows per block
 
 __device__ __forceinline__ void Unpack(const float4& lo, const float4& hi,
                                        float (&out)[kGroup]) {
@@ -278,14 +273,12 @@ __device__ __forceinline__ float DotGroup(const char* x, int64_t g,
   return dot;
 }
 
-// Rows kRows * blockIdx.x .. + kRows - 1 (kRows = RowsPerBlock<kType>()) of
-// batch blockIdx.y (i2 + ne2 * i3
-// of b): dst[i, 0, i2, i3] = dot(a row (i, i2 / r2, i3 / r3), b row (0, i2,
-// i3)).
+// Rows kRows * blockIdx.x .. + kRows - 1 of batch blockIdx.y (i2 + ne2 *
+// i3 of b): dst[i, 0, i2, i3] = dot(a row (i, i2 / r2, i3 / r3), b row (0,
+// i2, i3)).
 template <int32_t kType>
 __global__ void __launch_bounds__(kRowsThreads)
     MatVecRowsKernel(KTensor dst, KTensor a, KTensor b) {
-  constexpr int kRows = RowsPerBlock<kType>();
   const int64_t m = dst.ne[0];
   const int64_t groups = a.ne[0] / kGroup;
   const int64_t i2 = blockIdx.y % b.ne[2];
@@ -362,7 +355,6 @@ bool RowsKernelFits(const KTensor& a, const KTensor& b, int64_t batches) {
 template <int32_t kType>
 void LaunchRows(const KTensor& dst, const KTensor& a, const KTensor& b,
                 int64_t batches, cudaStream_t stream) {
-  constexpr int kRows = RowsPerBlock<kType>();
   const dim3 grid(static_cast<unsigned>((dst.ne[0] + kRows - 1) / kRows),
                   static_cast<unsigned>(batches));
   MatVecRowsKernel<kType><<<grid, kRowsThreads, 0, stream>>>(dst, a, b);
