@@ -28,9 +28,9 @@ using testing::BlockGraph;
 using testing::BlockInputs;
 using testing::ComputePipelined;
 using testing::Mlp;
+using testing::MlpGraph;
 using testing::MlpInput;
 using testing::NaiveMlp;
-using testing::NewInput;
 using testing::Read;
 using testing::Weights;
 using testing::Write;
@@ -97,11 +97,8 @@ TEST_F(GpuSchedulerTest, MlpOverGpuAndCpuIsTheMlp) {
   Mlp mlp = Mlp::Make(weights, 4).value();
   ASSERT_TRUE(weights.Upload().ok());
   Context ctx;
-  Tensor* in = NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-  Tensor* out = mlp.Forward(ctx, in).value();
-  out->flags |= kFlagOutput;
   Graph graph;
-  ASSERT_TRUE(graph.Expand(out).ok());
+  auto [in, out] = MlpGraph(ctx, mlp, graph).value();
   std::unique_ptr<Scheduler> sched =
       MakeScheduler({gpu_stream_.get(), cpu_stream_.get()});
   absl::Status s = sched->AllocGraph(graph);
@@ -147,12 +144,8 @@ TEST_F(GpuSchedulerTest, PipelinedMicroBatchesEqualSequentialCompute) {
   for (int n_copies : {1, 2, 4}) {
     SCOPED_TRACE(n_copies);
     Context ctx;
-    Tensor* in =
-        NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-    Tensor* out = mlp.Forward(ctx, in).value();
-    out->flags |= kFlagOutput;
     Graph graph;
-    ASSERT_TRUE(graph.Expand(out).ok());
+    auto [in, out] = MlpGraph(ctx, mlp, graph).value();
     std::unique_ptr<Scheduler> sched = MakeScheduler(
         {gpu_stream_.get(), cpu_stream_.get()}, {.n_copies = n_copies});
     ASSERT_TRUE(sched->AllocGraph(graph).ok());

@@ -27,6 +27,7 @@ using testing::BlockGraph;
 using testing::BlockInputs;
 using testing::ComputePipelined;
 using testing::Mlp;
+using testing::MlpGraph;
 using testing::MlpInput;
 using testing::NaiveMlp;
 using testing::NewInput;
@@ -74,12 +75,8 @@ class SchedulerTest : public ::testing::Test {
     absl::StatusOr<Mlp> mlp = Mlp::Make(weights, 4);
     EXPECT_TRUE(mlp.ok() && weights.Upload().ok());
     Context ctx;
-    Tensor* in =
-        NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-    Tensor* out = mlp->Forward(ctx, in).value();
-    out->flags |= kFlagOutput;
     Graph graph;
-    EXPECT_TRUE(graph.Expand(out).ok());
+    auto [in, out] = MlpGraph(ctx, *mlp, graph).value();
     std::unique_ptr<Scheduler> sched = MakeScheduler(CpuStreams(n));
     EXPECT_TRUE(sched->AllocGraph(graph).ok());
     EXPECT_TRUE(Write(*in, x.data()).ok());
@@ -186,12 +183,8 @@ class PartialSchedulerTest : public SchedulerTest {
     Mlp mlp = Mlp::Make(weights, 3).value();
     ASSERT_TRUE(weights.Upload().ok());
     Context ctx;
-    Tensor* in =
-        NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-    Tensor* out = mlp.Forward(ctx, in).value();
-    out->flags |= kFlagOutput;
     Graph graph;
-    ASSERT_TRUE(graph.Expand(out).ok());
+    auto [in, out] = MlpGraph(ctx, mlp, graph).value();
     absl::Status s = sched.AllocGraph(graph);
     ASSERT_TRUE(s.ok()) << s;
 
@@ -288,12 +281,8 @@ TEST_F(SchedulerTest, PipelinedMicroBatchesEqualSequentialCompute) {
     SCOPED_TRACE(n_copies);
     // A graph belongs to the scheduler that allocated it: one per run.
     Context ctx;
-    Tensor* in =
-        NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-    Tensor* out = mlp.Forward(ctx, in).value();
-    out->flags |= kFlagOutput;
     Graph graph;
-    ASSERT_TRUE(graph.Expand(out).ok());
+    auto [in, out] = MlpGraph(ctx, mlp, graph).value();
     std::unique_ptr<Scheduler> sched =
         MakeScheduler(CpuStreams(2), {.n_copies = n_copies});
     ASSERT_TRUE(sched->AllocGraph(graph).ok());
@@ -320,12 +309,7 @@ TEST_F(SchedulerTest, ReserveOnceThenSameShapeGraphsAllocateNothing) {
       MakeScheduler(CpuStreams(2), {.n_copies = 2});
 
   auto build = [&](Context& ctx, Graph& graph) {
-    Tensor* in =
-        NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-    Tensor* out = mlp.Forward(ctx, in).value();
-    out->flags |= kFlagOutput;
-    EXPECT_TRUE(graph.Expand(out).ok());
-    return std::make_pair(in, out);
+    return MlpGraph(ctx, mlp, graph).value();
   };
   {
     Context ctx;
@@ -378,11 +362,8 @@ TEST_F(SchedulerTest, EvalCallbackObservesNodesAndCancels) {
   Mlp mlp = Mlp::Make(weights, 2).value();
   ASSERT_TRUE(weights.Upload().ok());
   Context ctx;
-  Tensor* in = NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-  Tensor* out = mlp.Forward(ctx, in).value();
-  out->flags |= kFlagOutput;
   Graph graph;
-  ASSERT_TRUE(graph.Expand(out).ok());
+  auto [in, out] = MlpGraph(ctx, mlp, graph).value();
   std::unique_ptr<Scheduler> sched = MakeScheduler(CpuStreams(2));
   ASSERT_TRUE(sched->AllocGraph(graph).ok());
   const std::vector<float> x = MlpInput(1);
@@ -474,11 +455,8 @@ TEST_F(SchedulerTest, PinnedNodeRunsWhereItIsPinned) {
   Mlp mlp = Mlp::Make(weights, 2).value();
   ASSERT_TRUE(weights.Upload().ok());
   Context ctx;
-  Tensor* in = NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-  Tensor* out = mlp.Forward(ctx, in).value();
-  out->flags |= kFlagOutput;
   Graph graph;
-  ASSERT_TRUE(graph.Expand(out).ok());
+  auto [in, out] = MlpGraph(ctx, mlp, graph).value();
   Tensor* relu = nullptr;
   for (Tensor* node : graph.nodes()) {
     if (node->name == "relu0") relu = node;

@@ -258,6 +258,19 @@ struct BlockInputs {
   }
 };
 
+// The MLP's graph on a new F32 input x [kDim, kBatch] in `ctx`, its output
+// flagged, expanded into `graph`: {input, output}.
+inline absl::StatusOr<std::pair<Tensor*, Tensor*>> MlpGraph(Context& ctx,
+                                                            const Mlp& mlp,
+                                                            Graph& graph) {
+  TESSERA_ASSIGN_OR_RETURN(
+      Tensor * in, NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x"));
+  TESSERA_ASSIGN_OR_RETURN(Tensor * out, mlp.Forward(ctx, in));
+  out->flags |= kFlagOutput;
+  TESSERA_RETURN_IF_ERROR(graph.Expand(out));
+  return std::make_pair(in, out);
+}
+
 // The MLP's micro-batches MlpInput(0 .. n - 1) through `sched`, pipelined:
 // each written into `in` as soon as the previous ComputeAsync returns, each
 // output read asynchronously, then one Synchronize.

@@ -37,8 +37,8 @@ using testing::BlockGraph;
 using testing::BlockInputs;
 using testing::ComputePipelined;
 using testing::Mlp;
+using testing::MlpGraph;
 using testing::MlpInput;
-using testing::NewInput;
 using testing::Read;
 using testing::Weights;
 using testing::Write;
@@ -78,12 +78,8 @@ class RemoteDeviceTest : public ::testing::Test {
     auto stream0 = local_->devices()[0]->CreateStream().value();
     auto stream1 = local_->devices()[1]->CreateStream().value();
     Context ctx;
-    Tensor* in =
-        NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-    Tensor* out = mlp.Forward(ctx, in).value();
-    out->flags |= kFlagOutput;
     Graph graph;
-    EXPECT_TRUE(graph.Expand(out).ok());
+    auto [in, out] = MlpGraph(ctx, mlp, graph).value();
     auto sched =
         Scheduler::Create({stream0.get(), stream1.get()}, {}, {}).value();
     EXPECT_TRUE(sched->AllocGraph(graph).ok());
@@ -147,11 +143,8 @@ TEST_F(RemoteDeviceTest, LocalSchedulerOverRemoteDevicesEqualsLocal) {
   auto s1 = (*remote_)[1]->CreateStream().value();
   auto cpu = local_->devices()[2]->CreateStream().value();
   Context ctx;
-  Tensor* in = NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-  Tensor* out = mlp.Forward(ctx, in).value();
-  out->flags |= kFlagOutput;
   Graph graph;
-  ASSERT_TRUE(graph.Expand(out).ok());
+  auto [in, out] = MlpGraph(ctx, mlp, graph).value();
   auto sched = Scheduler::Create({s0.get(), s1.get(), cpu.get()}, {},
                                  {.n_copies = 2})
                    .value();
@@ -175,11 +168,8 @@ TEST_F(RemoteDeviceTest, RegisteredMlpPipelinesAndEqualsLocal) {
   Mlp mlp = Mlp::Make(weights, 4).value();
   ASSERT_TRUE(weights.Upload().ok());
   Context ctx;
-  Tensor* in = NewInput(ctx, Type::kF32, {Mlp::kDim, Mlp::kBatch}, "x").value();
-  Tensor* out = mlp.Forward(ctx, in).value();
-  out->flags |= kFlagOutput;
   Graph graph;
-  ASSERT_TRUE(graph.Expand(out).ok());
+  auto [in, out] = MlpGraph(ctx, mlp, graph).value();
   for (int n_copies : {1, 4}) {
     SCOPED_TRACE(n_copies);
     auto remote =
