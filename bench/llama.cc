@@ -1,19 +1,23 @@
 // End-to-end LLaMA throughput of the runner (runner/llama_runner.h) on a
 // random-weight model written to a temporary GGUF, its matrices in F16,
 // Q8_0, Q4_0 and Q4_K (norms F32), the same values for every type. For each
-// type, three modes:
+// type, the modes of --modes (default local,tp,remote):
 //   - local: one CPU device with 2 threads;
 //   - tp 2:  a meta device over two 1-thread CPU devices (heads and FFN
 //            split by LlamaSplitPolicy, collectives through the
 //            HostCommunicator), a third CPU device as the fallback;
 //   - remote: a tesserad started here as its own process
-//            (--devices=cpu --threads=2), weights uploaded over gRPC.
+//            (--devices=cpu --threads=2), weights uploaded over gRPC;
+//   - gpu:   the first GPU (a CPU device with 2 threads as the fallback);
+//            its limit is the GPU's device-to-device copy bandwidth
+//            (bytes read and written per second), measured through the
+//            GPU's stream before the table.
 // Each mode processes a prompt of --prompt tokens (micro-batches of
 // --ubatch) from an empty cache, then decodes --decode tokens, one
 // ProcessGreedy call per token (the next token only: remote reads back the
 // daemon's ARGMAX, not the logits), after a warm-up that builds and
 // allocates the graphs and an untimed check round that reads every row of
-// logits (Process). The three modes of a type are loaded together; in each
+// logits (Process). The modes of a type are loaded together; in each
 // of --rounds timed rounds they take turns token by token (decode step i of
 // every mode before step i + 1), so that they see the same machine load;
 // rows give the medians over the rounds.
@@ -30,12 +34,12 @@
 // mirrored weights (norms, output) on both members, and its limit counts
 // them twice.
 //
-// Correctness: local decodes greedily; the other modes are fed local's
-// tokens (teacher-forced), and their argmax of the prompt's last row and of
-// each decode step (check round) is compared with local's, with the
-// largest logit error relative to the row's largest logit. Where an argmax
-// differs, local's gap between its two best logits is printed next to the
-// error.
+// Correctness: the first mode (the reference) decodes greedily; the others
+// are fed its tokens (teacher-forced), and their argmax of the prompt's
+// last row and of each decode step (check round) is compared with the
+// reference's, with the largest logit error relative to the row's largest
+// logit. Where an argmax differs, the reference's gap between its two best
+// logits is printed next to the error.
 //
 // Collectives of tp: the runner and the meta device time none (MetaStream
 // only counts the last graph's collectives, and the runner keeps its
@@ -46,7 +50,8 @@
 //
 //   bazel run -c opt //bench:llama [-- --layers=N --dim=N --ff=N --heads=N
 //       --kv_heads=N --vocab=N --prompt=N --decode=N --ubatch=N --rounds=N
-//       --types=f16,q8_0,q4_0,q4_k --tesserad=PATH]
+//       --types=f16,q8_0,q4_0,q4_k --modes=local,tp,remote,gpu
+//       --tesserad=PATH]
 //
 // A LLaMA-3.2-1B-like shape: --layers=16 --dim=2048 --ff=8192 --heads=32
 // --kv_heads=8 --vocab=32000 (1.1 B parameters; the vocabulary is smaller
@@ -125,6 +130,7 @@ struct Config {
   int64_t ubatch = 32;
   int rounds = 5;
   std::vector<std::string> types = {"f16", "q8_0", "q4_0", "q4_k"};
+  std::vector<std::string> modes = {"local", "tp", "remote"};
   std::string tesserad;  // empty: the runfiles copy (or $TESSERAD)
 };
 
@@ -548,6 +554,7 @@ struct Mode {
   std::unique_ptr<LlamaRunner> runner;
   double load_s = 0;
   uint64_t bytes_per_token = 0;
+  double limit_gbps = 0;  // the bandwidth its decode is held against
   std::vector<double> prompt_s;  // per round
   std::vector<double> decode_s;
   // The check round: the argmax of the prompt's last row and of each
@@ -611,6 +618,47 @@ absl::Status MakeRemote(const GgufFile& file, const Config& c,
   const auto start = Clock::now();
   TESSERA_ASSIGN_OR_RETURN(
       m.runner, LlamaRunner::CreateRemote(file, client, "", RunnerOptions(c)));
+  m.load_s = SecondsSince(start);
+  return absl::OkStatus();
+}
+
+// Device-to-device copy bandwidth of `device` in GB/s, counting the bytes
+// read and the bytes written: 512 MiB copied by the device's own stream
+// (cudaMemcpyAsync on a GPU), the best of 5 after one untimed copy.
+absl::StatusOr<double> DeviceCopyGBps(Device& device) {
+  constexpr int64_t kValues = int64_t{128} << 20;
+  Context ctx;
+  TESSERA_ASSIGN_OR_RETURN(Tensor * a, ctx.NewTensor(Type::kF32, {kValues}));
+  TESSERA_ASSIGN_OR_RETURN(Tensor * b, ctx.NewTensor(Type::kF32, {kValues}));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
+                           AllocTensors(device.buffer_type(), {a, b}));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
+                           device.CreateStream());
+  double best = 0;
+  for (int i = 0; i < 6; ++i) {
+    const auto start = Clock::now();
+    TESSERA_RETURN_IF_ERROR(stream->CopyTensorAsync(*a, *b));
+    TESSERA_RETURN_IF_ERROR(stream->Synchronize());
+    if (i > 0) best = std::max(best, 2.0 * a->NumBytes() / SecondsSince(start));
+  }
+  return best / 1e9;
+}
+
+absl::Status MakeGpu(const GgufFile& file, const Config& c, Mode& m) {
+  m.registry = std::make_unique<Registry>();
+  TESSERA_RETURN_IF_ERROR(AddDevices("all", 2, *m.registry));
+  Device* gpu = nullptr;
+  Device* cpu = nullptr;
+  for (Device* device : m.registry->devices()) {
+    Device*& slot = device->Props().type == DeviceType::kGpu ? gpu : cpu;
+    if (slot == nullptr) slot = device;
+  }
+  if (gpu == nullptr) return absl::NotFoundError("no GPU found");
+  m.name = absl::StrCat("local, ", gpu->name());
+  TESSERA_ASSIGN_OR_RETURN(m.limit_gbps, DeviceCopyGBps(*gpu));
+  const auto start = Clock::now();
+  TESSERA_ASSIGN_OR_RETURN(
+      m.runner, LlamaRunner::CreateLocal(file, {gpu}, RunnerOptions(c), cpu));
   m.load_s = SecondsSince(start);
   return absl::OkStatus();
 }
@@ -779,17 +827,23 @@ absl::Status Main(const Config& c) {
       c.prompt, c.ubatch, c.decode, c.prompt + c.decode, c.rounds,
       static_cast<int>(std::thread::hardware_concurrency()));
 
-  if (!c.tesserad.empty()) setenv("TESSERAD", c.tesserad.c_str(), 1);
-  TESSERA_ASSIGN_OR_RETURN(
-      std::unique_ptr<testing::DaemonProcess> daemon,
-      testing::DaemonProcess::Start(
-          {"--devices=cpu", "--threads=2", "--log_level=warn"}));
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<client::Client> client,
-                           client::Client::Connect(daemon->address()));
-  TESSERA_ASSIGN_OR_RETURN(const std::string tesserad,
-                           testing::TesseradPath());
-  absl::PrintF("tesserad: %s (pid %d, %s, --devices=cpu --threads=2)\n",
-               tesserad, daemon->pid(), daemon->address());
+  const auto selected = [&](std::string_view mode) {
+    return std::find(c.modes.begin(), c.modes.end(), mode) != c.modes.end();
+  };
+  std::unique_ptr<testing::DaemonProcess> daemon;
+  std::unique_ptr<client::Client> client;
+  if (selected("remote")) {
+    if (!c.tesserad.empty()) setenv("TESSERAD", c.tesserad.c_str(), 1);
+    TESSERA_ASSIGN_OR_RETURN(
+        daemon, testing::DaemonProcess::Start(
+                    {"--devices=cpu", "--threads=2", "--log_level=warn"}));
+    TESSERA_ASSIGN_OR_RETURN(client,
+                             client::Client::Connect(daemon->address()));
+    TESSERA_ASSIGN_OR_RETURN(const std::string tesserad,
+                             testing::TesseradPath());
+    absl::PrintF("tesserad: %s (pid %d, %s, --devices=cpu --threads=2)\n",
+                 tesserad, daemon->pid(), daemon->address());
+  }
 
   constexpr size_t kStreamBytes = size_t{1} << 30;
   const double bw = StreamReadGBps(kStreamBytes, 2, 5);
@@ -827,22 +881,38 @@ absl::Status Main(const Config& c) {
     TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, SplitOptions(*file));
     const SplitPolicy policy = LlamaSplitPolicy(2, split);
 
-    Mode modes[3];
-    Mode& local = modes[0];
-    Mode& tp = modes[1];
-    TESSERA_RETURN_IF_ERROR(In(name + " local", MakeLocal(*file, c, local)));
-    TESSERA_RETURN_IF_ERROR(In(name + " tp 2", MakeTp(*file, c, tp)));
-    TESSERA_RETURN_IF_ERROR(
-        In(name + " remote", MakeRemote(*file, c, *client, daemon->pid(), modes[2])));
-    TESSERA_ASSIGN_OR_RETURN(local.bytes_per_token,
-                             DecodeBytes(*file, n_ctx, nullptr, 1));
-    TESSERA_ASSIGN_OR_RETURN(tp.bytes_per_token,
-                             DecodeBytes(*file, n_ctx, &policy, 2));
-    modes[2].bytes_per_token = local.bytes_per_token;
+    std::vector<Mode> modes(c.modes.size());
+    Mode* tp = nullptr;
+    Mode* remote = nullptr;
+    for (size_t i = 0; i < c.modes.size(); ++i) {
+      Mode& m = modes[i];
+      const std::string& mode = c.modes[i];
+      if (mode == "local") {
+        TESSERA_RETURN_IF_ERROR(In(name + " local", MakeLocal(*file, c, m)));
+      } else if (mode == "tp") {
+        TESSERA_RETURN_IF_ERROR(In(name + " tp 2", MakeTp(*file, c, m)));
+        TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
+                                 DecodeBytes(*file, n_ctx, &policy, 2));
+        tp = &m;
+      } else if (mode == "remote") {
+        TESSERA_RETURN_IF_ERROR(In(
+            name + " remote", MakeRemote(*file, c, *client, daemon->pid(), m)));
+        remote = &m;
+      } else {
+        TESSERA_RETURN_IF_ERROR(In(name + " gpu", MakeGpu(*file, c, m)));
+      }
+      if (m.bytes_per_token == 0) {
+        TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
+                                 DecodeBytes(*file, n_ctx, nullptr, 1));
+      }
+      if (m.limit_gbps == 0) m.limit_gbps = bw;
+    }
+    Mode& local = modes[0];  // the reference
     for (Mode& m : modes) {
       TESSERA_RETURN_IF_ERROR(In(name + " " + m.name, WarmUp(*m.runner, c)));
     }
-    // The check round (local's greedy tokens first), then the timed ones.
+    // The check round (the reference's greedy tokens first), then the timed
+    // ones.
     for (Mode& m : modes) {
       TESSERA_RETURN_IF_ERROR(In(
           name + " " + m.name,
@@ -857,15 +927,17 @@ absl::Status Main(const Config& c) {
                            absl::MakeConstSpan(local.tokens)
                                .subspan(0, c.decode))));
     }
-    TESSERA_ASSIGN_OR_RETURN(tp.replay_us,
-                             ReplayMicros(*tp.host, tp.token_collectives, 200));
+    if (tp != nullptr) {
+      TESSERA_ASSIGN_OR_RETURN(
+          tp->replay_us, ReplayMicros(*tp->host, tp->token_collectives, 200));
+    }
 
     const double local_decode = Median(local.decode_s);
     for (Mode& m : modes) {
       const double prompt_s = Median(m.prompt_s);
       const double decode_s = Median(m.decode_s);
       const double decode_tps = c.decode / decode_s;
-      const double limit_tps = bw * 1e9 / m.bytes_per_token;
+      const double limit_tps = m.limit_gbps * 1e9 / m.bytes_per_token;
       std::string agree = "(reference)", err = "-";
       if (m.greedy_differ != 0) {
         footnotes.push_back(absl::StrFormat(
@@ -893,23 +965,29 @@ absl::Status Main(const Config& c) {
                    : "-",
           agree, err);
     }
-    footnotes.push_back(absl::StrFormat(
-        "%s tp 2 collectives per decode token: %s; replayed alone %.0f us = "
-        "%.1f%% of its decode time per token; per prompt: %d",
-        name, Describe(tp.token_collectives), tp.replay_us,
-        100.0 * tp.replay_us * 1e-6 / (Median(tp.decode_s) / c.decode),
-        tp.prompt_collectives));
+    if (tp != nullptr) {
+      footnotes.push_back(absl::StrFormat(
+          "%s tp 2 collectives per decode token: %s; replayed alone %.0f us = "
+          "%.1f%% of its decode time per token; per prompt: %d",
+          name, Describe(tp->token_collectives), tp->replay_us,
+          100.0 * tp->replay_us * 1e-6 / (Median(tp->decode_s) / c.decode),
+          tp->prompt_collectives));
+    }
     const double tokens = static_cast<double>(c.rounds) * c.decode;
-    footnotes.push_back(absl::StrFormat(
-        "%s CPU ms per decode token: local %.1f (wall %.1f); tp %.1f (wall "
-        "%.1f); remote: tesserad %.1f + this process %.1f (wall %.1f)",
-        name, 1e3 * local.decode_cpu_self_s / tokens,
-        1e3 * Median(local.decode_s) / c.decode,
-        1e3 * tp.decode_cpu_self_s / tokens,
-        1e3 * Median(tp.decode_s) / c.decode,
-        1e3 * modes[2].decode_cpu_daemon_s / tokens,
-        1e3 * modes[2].decode_cpu_self_s / tokens,
-        1e3 * Median(modes[2].decode_s) / c.decode));
+    std::string cpu_ms;
+    for (const Mode& m : modes) {
+      absl::StrAppendFormat(
+          &cpu_ms, "%s%s %.1f", cpu_ms.empty() ? "" : "; ", m.name,
+          1e3 * m.decode_cpu_self_s / tokens);
+      if (&m == remote) {
+        absl::StrAppendFormat(&cpu_ms, " + tesserad %.1f",
+                              1e3 * m.decode_cpu_daemon_s / tokens);
+      }
+      absl::StrAppendFormat(&cpu_ms, " (wall %.1f)",
+                            1e3 * Median(m.decode_s) / c.decode);
+    }
+    footnotes.push_back(
+        absl::StrFormat("%s CPU ms per decode token: %s", name, cpu_ms));
     footnotes.push_back(absl::StrFormat(
         "%s model file %.1f MB, written in %.1f s", name,
         std::filesystem::file_size(path) / 1e6, write_s));
@@ -920,12 +998,15 @@ absl::Status Main(const Config& c) {
   absl::PrintF(
       "\nMB/token: bytes one decode token reads (the weights, token_embd one "
       "row, the F16 KV cache at capacity; tp counts its mirrored weights once "
-      "per member); limit t/s = bandwidth / MB/token; /limit = decode t/s / "
-      "limit t/s; daemon us = remote minus local decode time per token.\n"
-      "argmax=local: each mode decodes local's greedy tokens (teacher-forced) "
-      "and its argmax of the prompt's last row and of each step is compared "
-      "with local's; rel err: max |logit - local's| / max |local's| per row, "
-      "worst over the prompt rows / the decode rows.\n"
+      "per member); limit t/s = bandwidth / MB/token (the streaming read "
+      "for CPU modes, the device-to-device copy for gpu); /limit = decode "
+      "t/s / limit t/s; daemon us = remote minus the reference's decode time "
+      "per token.\n"
+      "argmax=local: each mode decodes the reference's (first row's) greedy "
+      "tokens (teacher-forced) and its argmax of the prompt's last row and of "
+      "each step is compared with the reference's; rel err: max |logit - "
+      "reference's| / max |reference's| per row, worst over the prompt rows / "
+      "the decode rows.\n"
       "tp collectives: the runner and the meta device time none; they are "
       "counted through a wrapping Communicator, then the same sequence is "
       "replayed on idle members (median of 200).\n"
@@ -975,6 +1056,14 @@ int main(int argc, char** argv) {
       c.decode = static_cast<int>(decode);
     } else if (arg.rfind("--types=", 0) == 0) {
       c.types = absl::StrSplit(arg.substr(8), ',', absl::SkipEmpty());
+    } else if (arg.rfind("--modes=", 0) == 0) {
+      c.modes = absl::StrSplit(arg.substr(8), ',', absl::SkipEmpty());
+      bad = c.modes.empty();
+      for (size_t m = 0; m < c.modes.size(); ++m) {
+        bad |= (c.modes[m] != "local" && c.modes[m] != "tp" &&
+                c.modes[m] != "remote" && c.modes[m] != "gpu") ||
+               std::count(c.modes.begin(), c.modes.end(), c.modes[m]) > 1;
+      }
     } else if (arg.rfind("--tesserad=", 0) == 0) {
       c.tesserad = arg.substr(11);
     } else {
@@ -1006,7 +1095,9 @@ int main(int argc, char** argv) {
         stderr,
         "usage: llama [--layers=N] [--dim=N] [--ff=N] [--heads=N] "
         "[--kv_heads=N] [--vocab=N] [--prompt=N] [--decode=N] [--ubatch=N] "
-        "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k] [--tesserad=PATH]\n"
+        "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k] "
+        "[--modes=local,tp,remote,gpu (each once; the first is the "
+        "reference)] [--tesserad=PATH]\n"
         "heads divides dim, kv_heads (>= 2) divides heads; dim, ff and "
         "dim / kv_heads are multiples of the block size (32 for q8_0 and "
         "q4_0, 256 for q4_k)\n");

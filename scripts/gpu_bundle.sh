@@ -23,6 +23,7 @@ targets=(
   //server:tesserad
   //client:tessera
   //bench:cuda_ops
+  //bench:llama
   //bench:transfer
 )
 bazel build -c opt "${targets[@]}"

@@ -32,6 +32,10 @@ step gpu_scheduler_test "${here}/bin/gpu_scheduler_test"
 step remote_device_test "${here}/bin/remote_device_test"
 step llama_check_test "${here}/bin/llama_check_test"
 step cuda_ops "${here}/bin/cuda_ops"
+# LLaMA 1.1B-shaped decode on the GPU (bench/llama's header has the shape).
+step llama_gpu "${here}/bin/llama" --modes=gpu --layers=16 --dim=2048 \
+  --ff=8192 --heads=32 --kv_heads=8 --vocab=32000 --prompt=512 --decode=128 \
+  --rounds=3
 
 # The daemon serving every device, and the CLI listing and benchmarking it.
 port_file="$(mktemp)"
