@@ -988,6 +988,13 @@ absl::Status Main(const Config& c) {
     }
     footnotes.push_back(
         absl::StrFormat("%s CPU ms per decode token: %s", name, cpu_ms));
+    for (const Mode& m : modes) {
+      if (m.runner->n_splits() == 0) continue;
+      footnotes.push_back(absl::StrFormat(
+          "%s %s: the decode graph runs as %d splits, %d inputs copied "
+          "between devices",
+          name, m.name, m.runner->n_splits(), m.runner->n_inputs_copied()));
+    }
     footnotes.push_back(absl::StrFormat(
         "%s model file %.1f MB, written in %.1f s", name,
         std::filesystem::file_size(path) / 1e6, write_s));

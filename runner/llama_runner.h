@@ -96,6 +96,12 @@ class LlamaRunner {
   int64_t n_past() const { return n_past_; }
   // Bytes of weights uploaded.
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Splits of the local scheduler's plan for the last graph computed, and
+  // the split inputs it copies between devices (0 for a remote runner).
+  int n_splits() const { return sched_ != nullptr ? sched_->n_splits() : 0; }
+  int n_inputs_copied() const {
+    return sched_ != nullptr ? sched_->n_inputs_copied() : 0;
+  }
   // Forgets the sequence (the cache rows are masked, not cleared).
   void Reset() { n_past_ = 0; }
 

@@ -59,6 +59,11 @@ absl::Status CudaGraphCache::Run(cudaStream_t stream,
                                  absl::FunctionRef<absl::Status()> enqueue) {
   std::string signature = Signature(nodes, extra);
   if (signature != signature_) {
+    if (repeats_ > 0) {
+      spdlog::debug("CudaGraphCache: a graph of {} nodes replaces one run {} "
+                    "times in a row",
+                    nodes.size(), repeats_);
+    }
     Clear();
     signature_ = std::move(signature);
   }
@@ -104,6 +109,8 @@ absl::Status CudaGraphCache::Capture(
     return enqueue();
   }
   exec_ = std::move(owned_exec);
+  spdlog::debug("CudaGraphCache: captured a graph after {} identical runs",
+                repeats_);
   return device_.Check(cudaGraphLaunch(exec_.get(), stream), "cudaGraphLaunch",
                        kWhere);
 }
