@@ -217,6 +217,7 @@ absl::Status Scheduler::AllocGraph(Graph& graph) {
   }
   FinishSplitPlan(graph, assignment_, *plan);
   plan_ = std::make_unique<SplitPlan>(*std::move(plan));
+  host_copied_.assign(plan_->inputs.size(), false);
   plan_nodes_.assign(graph.nodes().begin(), graph.nodes().end());
   plan_leafs_.assign(graph.leafs().begin(), graph.leafs().end());
   needs_alloc_ = false;
@@ -261,13 +262,14 @@ absl::Status Scheduler::HostCopy(const Tensor& src, Tensor& dst) {
   return dst.buffer->SetTensor(dst, staging_.data(), 0, size);
 }
 
-absl::Status Scheduler::CopyInput(const SplitInput& input, int copy,
-                                  bool& queued) {
+absl::Status Scheduler::CopyInput(int index, int copy, bool& queued) {
+  const SplitInput& input = plan_->inputs[index];
   const int d = input.stream;
   const int p = input.source_stream;
   Stream& stream = streams_.stream(d);
   Tensor& slot = *input.slots[copy];
-  if (EventsUsable(d) && (p < 0 || EventsUsable(p))) {
+  if (!host_copied_[index] && EventsUsable(d) &&
+      (p < 0 || EventsUsable(p))) {
     if (p >= 0) {
       if (absl::Status s = stream.WaitEvent(*done_[p][copy]); !s.ok()) {
         return s;
@@ -286,6 +288,7 @@ absl::Status Scheduler::CopyInput(const SplitInput& input, int copy,
       return absl::OkStatus();
     }
     if (!absl::IsUnimplemented(status)) return status;
+    host_copied_[index] = true;
   }
   // Synchronous fallback: the source is complete and the slot unused once
   // both streams are idle.
@@ -312,7 +315,7 @@ absl::Status Scheduler::RunSplit(const Split& split, int copy) {
   bool queued = false;
   for (int index : split.inputs) {
     const SplitInput& input = plan_->inputs[index];
-    if (absl::Status s = CopyInput(input, copy, queued); !s.ok()) {
+    if (absl::Status s = CopyInput(index, copy, queued); !s.ok()) {
       return Annotate(
           s, absl::StrCat("copying '", input.source->name, "' to device '",
                           streams_.device(d).name(), "'"));

@@ -209,7 +209,8 @@ class Scheduler {
   absl::Status WaitForCopy(int copy);
   // Synchronous copy of `src` into `dst` through the buffers.
   absl::Status HostCopy(const Tensor& src, Tensor& dst);
-  absl::Status CopyInput(const SplitInput& input, int copy, bool& queued);
+  // Copies plan_->inputs[index] into its slot for `copy`.
+  absl::Status CopyInput(int index, int copy, bool& queued);
   absl::Status RunSplit(const Split& split, int copy);
   absl::Status ComputeObserved(const Split& split, int copy);
   // Synchronizes every stream, ignoring errors (they stay sticky).
@@ -238,6 +239,10 @@ class Scheduler {
   // memory and have not yet been waited for by it.
   std::vector<std::vector<std::pair<int, int>>> pending_readers_;
   std::vector<uint8_t> staging_;
+  // Per input of plan_: its stream has refused to copy it in stream order
+  // (UNIMPLEMENTED, e.g. a GPU from pageable host memory), so the host
+  // copies it from then on, with no event wait queued for the refused copy.
+  std::vector<bool> host_copied_;
   int n_splits_ = 0;
   int n_inputs_copied_ = 0;
   int n_inputs_staged_ = 0;
