@@ -71,6 +71,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "base/status_macros.h"
 #include "bench/l2_flush.h"
+#include "bench/loopback.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
@@ -224,11 +225,6 @@ absl::StatusOr<std::vector<char>> LeafBytes(const Tensor& leaf, uint32_t seed) {
   return bytes;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // sum((got - want)^2) / sum(want^2) (the plain sum when sum(want^2) is 0);
 // infinity for a non-finite value in `got`.
 double Nmse(const float* got, const float* want, size_t n) {
@@ -298,7 +294,7 @@ absl::StatusOr<double> GpuTime(Bench& bench, cudaStream_t stream,
         &ms, events[2 * r].get(), events[2 * r + 1].get())));
     seconds.push_back(ms * 1e-3);
   }
-  return Median(std::move(seconds));
+  return bench::Percentile(seconds, 0.5);
 }
 
 // Median wall-clock seconds of options.reps calls of fn, after one.
@@ -312,7 +308,7 @@ absl::StatusOr<double> HostTime(const Bench& bench,
     seconds.push_back(
         std::chrono::duration<double>(Clock::now() - start).count());
   }
-  return Median(std::move(seconds));
+  return bench::Percentile(seconds, 0.5);
 }
 
 // A graph of one op, every tensor in one device buffer, leafs filled.

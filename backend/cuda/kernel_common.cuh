@@ -302,10 +302,15 @@ inline int64_t NumValues(const KTensor& t) {
 // a multiple of 4 values, contiguous and 16-byte aligned, read once as
 // float4s, thread t of the block taking float4s t, t + blockDim.x, ... (at
 // most kVec of them).
+// Whether every row of t starts at a multiple of `bytes`.
+inline bool RowsAligned(const KTensor& t, int64_t bytes) {
+  return reinterpret_cast<uintptr_t>(t.data) % bytes == 0 &&
+         t.nb[1] % bytes == 0 && t.nb[2] % bytes == 0 && t.nb[3] % bytes == 0;
+}
+
 inline bool RowsFitRegisters(const KTensor& t) {
   return t.type == kF32 && t.nb[0] == sizeof(float) && t.ne[0] % 4 == 0 &&
-         reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 &&
-         t.nb[2] % 16 == 0 && t.nb[3] % 16 == 0;
+         RowsAligned(t, 16);
 }
 
 // Launch shape of rows of n values in registers: threads per block and

@@ -319,14 +319,9 @@ __global__ void __launch_bounds__(kRowsThreads)
   }
 }
 
-bool Aligned16(const KTensor& t) {
-  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 &&
-         t.nb[2] % 16 == 0 && t.nb[3] % 16 == 0;
-}
-
 // Whether MatVecRowsKernel computes this product (see the file comment).
 bool RowsKernelFits(const KTensor& a, const KTensor& b, int64_t batches) {
-  if (b.nb[0] != sizeof(float) || !Aligned16(b) || batches > 65535) {
+  if (b.nb[0] != sizeof(float) || !RowsAligned(b, 16) || batches > 65535) {
     return false;
   }
   switch (a.type) {
@@ -334,19 +329,17 @@ bool RowsKernelFits(const KTensor& a, const KTensor& b, int64_t batches) {
     case kF16:
     case kBF16: {
       const int64_t size = a.type == kF32 ? 4 : 2;
-      return a.nb[0] == size && a.ne[0] % kGroup == 0 && Aligned16(a);
+      return a.nb[0] == size && a.ne[0] % kGroup == 0 && RowsAligned(a, 16);
     }
     case kQ8_0:
     case kQ4_0:
     case kQ6_K:
       // Blocks hold whole groups; 16-bit loads need even row addresses.
-      return reinterpret_cast<uintptr_t>(a.data) % 2 == 0 &&
-             a.nb[1] % 2 == 0 && a.nb[2] % 2 == 0 && a.nb[3] % 2 == 0;
+      return RowsAligned(a, 2);
     case kQ4_K:
     case kQ5_K:
       // 8-byte loads inside 144- and 176-byte blocks.
-      return reinterpret_cast<uintptr_t>(a.data) % 8 == 0 &&
-             a.nb[1] % 8 == 0 && a.nb[2] % 8 == 0 && a.nb[3] % 8 == 0;
+      return RowsAligned(a, 8);
     default:
       return false;
   }
