@@ -10,8 +10,8 @@
 //            (--devices=cpu --threads=2), weights uploaded over gRPC;
 //   - gpu:   the first GPU (a CPU device with 2 threads as the fallback);
 //            its limit is the GPU's device-to-device copy bandwidth
-//            (bytes read and written per second), measured through the
-//            GPU's stream before the table.
+//            (bytes read and written per second), measured once through
+//            the GPU's stream when the first type's modes are made.
 // Each mode processes a prompt of --prompt tokens (micro-batches of
 // --ubatch) from an empty cache, then decodes --decode tokens, one
 // ProcessGreedy call per token (the next token only: remote reads back the
@@ -644,7 +644,10 @@ absl::StatusOr<double> DeviceCopyGBps(Device& device) {
   return best / 1e9;
 }
 
-absl::Status MakeGpu(const GgufFile& file, const Config& c, Mode& m) {
+// `copy_gbps` is the GPU's copy bandwidth, measured by the first call (0
+// until then) and kept for the next types.
+absl::Status MakeGpu(const GgufFile& file, const Config& c, Mode& m,
+                     double& copy_gbps) {
   m.registry = std::make_unique<Registry>();
   TESSERA_RETURN_IF_ERROR(AddDevices("all", 2, *m.registry));
   Device* gpu = nullptr;
@@ -655,7 +658,10 @@ absl::Status MakeGpu(const GgufFile& file, const Config& c, Mode& m) {
   }
   if (gpu == nullptr) return absl::NotFoundError("no GPU found");
   m.name = absl::StrCat("local, ", gpu->name());
-  TESSERA_ASSIGN_OR_RETURN(m.limit_gbps, DeviceCopyGBps(*gpu));
+  if (copy_gbps == 0) {
+    TESSERA_ASSIGN_OR_RETURN(copy_gbps, DeviceCopyGBps(*gpu));
+  }
+  m.limit_gbps = copy_gbps;
   const auto start = Clock::now();
   TESSERA_ASSIGN_OR_RETURN(
       m.runner, LlamaRunner::CreateLocal(file, {gpu}, RunnerOptions(c), cpu));
@@ -869,6 +875,7 @@ absl::Status Main(const Config& c) {
       "mode", "load s", "prompt t/s", "decode t/s", "ms/token", "MB/token",
       "limit t/s", "/limit", "daemon us", "argmax=local", "rel err pr/dec");
   std::vector<std::string> footnotes;
+  double gpu_copy_gbps = 0;  // measured with the first gpu mode
   for (const std::string& name : c.types) {
     TESSERA_ASSIGN_OR_RETURN(const int32_t ggml, GgmlTypeByName(name));
     const std::string path = absl::StrCat(dir, "/", name, ".gguf");
@@ -899,7 +906,8 @@ absl::Status Main(const Config& c) {
             name + " remote", MakeRemote(*file, c, *client, daemon->pid(), m)));
         remote = &m;
       } else {
-        TESSERA_RETURN_IF_ERROR(In(name + " gpu", MakeGpu(*file, c, m)));
+        TESSERA_RETURN_IF_ERROR(
+            In(name + " gpu", MakeGpu(*file, c, m, gpu_copy_gbps)));
       }
       if (m.bytes_per_token == 0) {
         TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
