@@ -23,11 +23,8 @@ namespace {
 using testing::ThreadCount;
 using testing::WaitForThreadCount;
 
-// Short enough for fast tests, long enough that back-to-back work meets a
-// running worker.
-constexpr absl::Duration kLinger = absl::Milliseconds(20);
-// How long an idle worker may take to be gone: far above kLinger.
-constexpr absl::Duration kGone = absl::Seconds(5);
+constexpr absl::Duration kLinger = testing::kTestLinger;
+constexpr absl::Duration kGone = testing::kGoneTimeout;
 
 // Tasks append their index to `ran`.
 struct Log {

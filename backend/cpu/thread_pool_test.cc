@@ -17,9 +17,8 @@ namespace {
 using testing::ThreadCount;
 using testing::WaitForThreadCount;
 
-constexpr absl::Duration kLinger = absl::Milliseconds(20);
-// How long idle helpers may take to be gone: far above kLinger.
-constexpr absl::Duration kGone = absl::Seconds(5);
+constexpr absl::Duration kLinger = testing::kTestLinger;
+constexpr absl::Duration kGone = testing::kGoneTimeout;
 
 std::unique_ptr<ThreadPool> MakePool(int n, absl::Duration linger = kLinger) {
   absl::StatusOr<std::unique_ptr<ThreadPool>> pool =

@@ -7,6 +7,12 @@
 
 namespace tessera::testing {
 
+// The idle linger that tests give worker threads: short enough for fast
+// tests, long enough that back-to-back work meets a running worker.
+inline constexpr absl::Duration kTestLinger = absl::Milliseconds(20);
+// How long an idle worker may take to be gone: far above kTestLinger.
+inline constexpr absl::Duration kGoneTimeout = absl::Seconds(5);
+
 // The threads of process `pid` (the entries of /proc/PID/task); -1 when
 // they cannot be listed.
 int ThreadCount(pid_t pid);
