@@ -115,6 +115,7 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
       typename T::W wv[R];
       __m256 dw[R];
       for (int r = 0; r < R; ++r) {
+        PrefetchAhead(w[r] + b);
         wv[r] = T::Load(w[r][b]);
         dw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].d));
       }

@@ -127,6 +127,7 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
       __m512i u[R];
       __m512 dw[R];
       for (int r = 0; r < R; ++r) {
+        PrefetchAhead(w[r] + b);
         u[r] = T::Load2(w[r] + b);
         dw[r] = Halves(_cvtsh_ss(w[r][b].d), _cvtsh_ss(w[r][b + 1].d));
       }
