@@ -148,6 +148,11 @@ __m256i KDot(__m256i w, __m256i q) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
+// The same for unsigned w (0..31).
+__m256i KDotUnsigned(__m256i w, __m256i q) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), _mm256_set1_epi16(1));
+}
+
 #include "backend/cpu/kernels_kquant_x86.inc"
 
 struct FloatVec {

@@ -50,13 +50,26 @@ float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// [a x 8, b x 8]
-__m512 Halves(float a, float b) {
-  return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+// [p[0] x 8, p[1] x 8]
+__m512 HalvesAt(const float* p) {
+  const __m512i index = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1,  //
+                                         0, 0, 0, 0, 0, 0, 0, 0);
+  const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+  return _mm512_permutexvar_ps(index, _mm512_castps128_ps512(two));
+}
+
+// The F16 words at word offsets i and j of `v`, widened:
+// [word i x 8, word j x 8] as floats.
+__m512 ScaleHalves(__m256i v, int i, int j) {
+  const __m256i index = _mm256_mask_blend_epi16(
+      0xFF00, _mm256_set1_epi16(static_cast<int16_t>(i)),
+      _mm256_set1_epi16(static_cast<int16_t>(j)));
+  return _mm512_cvtph_ps(_mm256_permutexvar_epi16(index, v));
 }
 
 // Per weight type: the unsigned bytes u of a block with w = u - kOffset,
-// for one block (Load1) and two consecutive blocks (Load2).
+// for one block (Load1) and two consecutive blocks (Load2), and the two
+// blocks' scales as [d0 x 8, d1 x 8] (Scales2).
 struct Q8 {
   using Block = BlockQ8_0;
   static constexpr float kOffset = 128.0f;
@@ -66,8 +79,19 @@ struct Q8 {
   }
   static __m512i Load2(const Block* b) {
     const __m512i w = _mm512_inserti64x4(
-        _mm512_castsi256_si512(Load1(b[0])), Load1(b[1]), 1);
-    return w;
+        _mm512_castsi256_si512(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
+    return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  static __m512 Scales2(const Block* b) {
+    // Words 0 and 16 of the 64 bytes from b[0].d and from b[1].d (both
+    // inside the two blocks' 68 bytes).
+    const __m256i index = _mm256_mask_blend_epi16(
+        0xFF00, _mm256_setzero_si256(), _mm256_set1_epi16(16));
+    return _mm512_cvtph_ps(_mm256_permutex2var_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[0])), index,
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[1]))));
   }
 };
 
@@ -82,17 +106,22 @@ struct Q4 {
     return _mm256_set_m128i(hi, lo);
   }
   static __m512i Load2(const Block* b) {
-    // Nibbles of both blocks at once: lanes [lo0, lo1, hi0, hi1] reordered
-    // to [lo0, hi0, lo1, hi1].
-    const __m256i raw = _mm256_set_m128i(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)),
+    // 128-bit lanes [qs0, qs0, qs1, qs1], shifted by [0, 4, 0, 4] bits:
+    // the low nibbles (values 0-15) and high nibbles (16-31) of each block.
+    __m512i v = _mm512_broadcast_i32x4(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs)));
-    const __m256i mask = _mm256_set1_epi8(0x0F);
-    const __m256i lo = _mm256_and_si256(raw, mask);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-    const __m512i all =
-        _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    return _mm512_shuffle_i64x2(all, all, _MM_SHUFFLE(3, 1, 2, 0));
+    v = _mm512_mask_broadcast_i32x4(
+        v, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)));
+    // 16-bit shifts: bits a shift moves between a word's bytes are masked.
+    const __m512i shift = _mm512_mask_blend_epi16(
+        0xFF00FF00, _mm512_setzero_si512(), _mm512_set1_epi16(4));
+    return _mm512_and_si512(_mm512_srlv_epi16(v, shift),
+                            _mm512_set1_epi8(0x0F));
+  }
+  static __m512 Scales2(const Block* b) {
+    // d0 is word 0 and d1 word 9 of the two blocks' first 32 bytes.
+    return ScaleHalves(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[0])), 0, 9);
   }
 };
 
@@ -129,13 +158,12 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
       for (int r = 0; r < R; ++r) {
         PrefetchAhead(w[r] + b);
         u[r] = T::Load2(w[r] + b);
-        dw[r] = Halves(_cvtsh_ss(w[r][b].d), _cvtsh_ss(w[r][b + 1].d));
+        dw[r] = T::Scales2(w[r] + b);
       }
       for (int c = 0; c < C; ++c) {
         const __m512i qv = _mm512_loadu_si512(q[c] + 32 * b);
-        const __m512 da = Halves(d[c][b], d[c][b + 1]);
-        const __m512 sa =
-            _mm512_mul_ps(Halves(d[c][nb + b], d[c][nb + b + 1]), offset);
+        const __m512 da = HalvesAt(d[c] + b);
+        const __m512 sa = _mm512_mul_ps(HalvesAt(d[c] + nb + b), offset);
         for (int r = 0; r < R; ++r) {
           const __m512 sum = _mm512_cvtepi32_ps(
               _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[r], qv));
@@ -178,6 +206,11 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
 __m256i KDot(__m256i w, __m256i q) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w),
                              _mm256_sign_epi8(q, w));
+}
+
+// The same for unsigned w (0..31): one dpbusd.
+__m256i KDotUnsigned(__m256i w, __m256i q) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, q);
 }
 
 #include "backend/cpu/kernels_kquant_x86.inc"
