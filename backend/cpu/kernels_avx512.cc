@@ -86,8 +86,8 @@ struct Q8 {
     return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
   }
   static __m512 Scales2(const Block* b) {
-    // Words 0 and 16 of the 64 bytes from b[0].d and from b[1].d (both
-    // inside the two blocks' 68 bytes).
+    // d0 is word 0 of the 32 bytes at b[0] and d1 word 0 of those at b[1]
+    // (index 16: the second source); both loads stay inside the blocks.
     const __m256i index = _mm256_mask_blend_epi16(
         0xFF00, _mm256_setzero_si256(), _mm256_set1_epi16(16));
     return _mm512_cvtph_ps(_mm256_permutex2var_epi16(
