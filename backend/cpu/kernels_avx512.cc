@@ -55,7 +55,9 @@ float HorizontalSum(__m256 v) {
 __m512 HalvesAt(const float* p) {
   const __m512i index = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1,  //
                                          0, 0, 0, 0, 0, 0, 0, 0);
-  const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+  // An unaligned 64-bit load (p is only float-aligned).
+  const __m128 two = _mm_castsi128_ps(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   return _mm512_permutexvar_ps(index, _mm512_castps128_ps512(two));
 }
 
