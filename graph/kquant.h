@@ -22,6 +22,7 @@
 // and its high 2 bits in bits 2t, 2t + 1 of qh[32h + l].
 
 #include <cstdint>
+#include <cstring>
 
 namespace tessera {
 
@@ -67,6 +68,20 @@ inline void UnpackKScaleMin(const uint8_t* packed, int j, int* scale,
     *scale = (packed[j + 4] & 0x0F) | ((packed[j - 4] >> 6) << 4);
     *min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
   }
+}
+
+// UnpackKScaleMin for all eight sub-blocks at once, from the packed bytes'
+// 32-bit words: byte j (little-endian) of *scales and of *mins is sub-block
+// j's scale and min.
+inline void UnpackKScalesMins(const uint8_t* packed, uint64_t* scales,
+                              uint64_t* mins) {
+  uint32_t w[3];
+  std::memcpy(w, packed, sizeof(w));
+  const uint32_t low6 = 0x3F3F3F3F, low4 = 0x0F0F0F0F, low2 = 0x03030303;
+  *scales = (w[0] & low6) |
+            uint64_t{(w[2] & low4) | (((w[0] >> 6) & low2) << 4)} << 32;
+  *mins = (w[1] & low6) |
+          uint64_t{((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4)} << 32;
 }
 
 // The inverse of UnpackKScaleMin for 8 scales and 8 mins in 0..63.

@@ -101,6 +101,22 @@ TEST(KQuantTest, ScaleMinPackingMatchesHandWorkedBytes) {
   }
 }
 
+TEST(KQuantTest, WordwiseUnpackMatchesPerSubBlockUnpack) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 1000; ++trial) {
+    uint8_t packed[12];
+    for (uint8_t& b : packed) b = static_cast<uint8_t>(rng());
+    uint64_t scales, mins;
+    UnpackKScalesMins(packed, &scales, &mins);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      UnpackKScaleMin(packed, j, &sc, &m);
+      EXPECT_EQ((scales >> (8 * j)) & 0xFF, static_cast<uint64_t>(sc)) << j;
+      EXPECT_EQ((mins >> (8 * j)) & 0xFF, static_cast<uint64_t>(m)) << j;
+    }
+  }
+}
+
 TEST(KQuantTest, DequantizesHandBuiltQ4_K) {
   // 0..1 d | 2..3 dmin | 4..15 scales | 16..143 qs
   uint8_t raw[144] = {};
