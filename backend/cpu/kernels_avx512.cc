@@ -10,7 +10,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include "backend/cpu/kernels.h"
@@ -61,13 +60,12 @@ __m512 HalvesAt(const float* p) {
   return _mm512_permutexvar_ps(index, _mm512_castps128_ps512(two));
 }
 
-// The F16 words at word offsets i and j of `v`, widened:
-// [word i x 8, word j x 8] as floats.
-__m512 ScaleHalves(__m256i v, int i, int j) {
-  const __m256i index = _mm256_mask_blend_epi16(
-      0xFF00, _mm256_set1_epi16(static_cast<int16_t>(i)),
-      _mm256_set1_epi16(static_cast<int16_t>(j)));
-  return _mm512_cvtph_ps(_mm256_permutexvar_epi16(index, v));
+// A 16-word permute index [i x 8, j x 8]: with vpermw/vpermt2w over F16
+// words, two blocks' scales spread over their lanes.
+__m256i WordHalves(int i, int j) {
+  return _mm256_mask_blend_epi16(0xFF00,
+                                 _mm256_set1_epi16(static_cast<int16_t>(i)),
+                                 _mm256_set1_epi16(static_cast<int16_t>(j)));
 }
 
 // Per weight type: the unsigned bytes u of a block with w = u - kOffset,
@@ -81,19 +79,15 @@ struct Q8 {
     return _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
   }
   static __m512i Load2(const Block* b) {
-    const __m512i w = _mm512_inserti64x4(
-        _mm512_castsi256_si512(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs))),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs)), 1);
-    return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(Load1(b[0])), Load1(b[1]),
+                              1);
   }
   static __m512 Scales2(const Block* b) {
     // d0 is word 0 of the 32 bytes at b[0] and d1 word 0 of those at b[1]
     // (index 16: the second source); both loads stay inside the blocks.
-    const __m256i index = _mm256_mask_blend_epi16(
-        0xFF00, _mm256_setzero_si256(), _mm256_set1_epi16(16));
     return _mm512_cvtph_ps(_mm256_permutex2var_epi16(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[0])), index,
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[0])),
+        WordHalves(0, 16),
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[1]))));
   }
 };
@@ -123,8 +117,9 @@ struct Q4 {
   }
   static __m512 Scales2(const Block* b) {
     // d0 is word 0 and d1 word 9 of the two blocks' first 32 bytes.
-    return ScaleHalves(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[0])), 0, 9);
+    return _mm512_cvtph_ps(_mm256_permutexvar_epi16(
+        WordHalves(0, 9),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[0]))));
   }
 };
 
