@@ -93,6 +93,7 @@
 #include "backend/assembly/device_spec.h"
 #include "backend/comm/communicator.h"
 #include "backend/comm/host_communicator.h"
+#include "backend/cpu/kernels.h"
 #include "backend/meta/llama_policy.h"
 #include "backend/meta/meta_device.h"
 #include "backend/registry.h"
@@ -281,12 +282,11 @@ double StreamReadGBps(size_t bytes, int threads, int passes) {
       const uint64_t* x = buffer.get();
       uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       size_t i = begin;
-      // One cache line per step, prefetched 8 KiB ahead into the outer
-      // caches as the mat-vec kernels prefetch their weights (faster than
-      // the hardware prefetchers alone: the limit must not be the slower
-      // read).
+      // One cache line per step, prefetched as the mat-vec kernels
+      // prefetch their weights (faster than the hardware prefetchers
+      // alone: the limit must not be the slower read).
       for (; i + 8 <= end; i += 8) {
-        __builtin_prefetch(x + i + 1024, 0, 1);
+        __builtin_prefetch(x + i + kWeightPrefetchBytes / 8, 0, 1);
         s0 += x[i] + x[i + 4];
         s1 += x[i + 1] + x[i + 5];
         s2 += x[i + 2] + x[i + 6];
@@ -859,10 +859,9 @@ absl::Status Main(const Config& c) {
   constexpr size_t kStreamBytes = size_t{1} << 30;
   const double bw = StreamReadGBps(kStreamBytes, 2, 5);
   absl::PrintF(
-      "limit: streaming read, 2 threads summing 1 GiB (prefetching 8 KiB "
-      "ahead), best of 5: "
-      "%.2f GB/s\n\n",
-      bw);
+      "limit: streaming read, 2 threads summing 1 GiB (prefetching %d KiB "
+      "ahead), best of 5: %.2f GB/s\n\n",
+      kWeightPrefetchBytes / 1024, bw);
 
   std::string dir = "/tmp/tessera_bench_llama.XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) {

@@ -42,6 +42,7 @@
 #include "absl/strings/str_format.h"
 #include "backend/alloc/tensor_allocator.h"
 #include "backend/cpu/cpu_device.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/simd_level.h"
 #include "base/status_macros.h"
 #include "graph/context.h"
@@ -115,10 +116,10 @@ __attribute__((target("avx2"))) uint64_t ReduceAvx2(const U64x4* p, size_t n) {
   U64x4 a = {}, b = {}, c = {}, d = {};
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    // Prefetched as the mat-vec kernels prefetch their weights (8 KiB
-    // ahead, outer caches), which reads faster than the hardware
-    // prefetchers alone: the limit must not be the slower read.
-    const char* ahead = reinterpret_cast<const char*>(p + i) + 8192;
+    // Prefetched as the mat-vec kernels prefetch their weights, which
+    // reads faster than the hardware prefetchers alone: the limit must not
+    // be the slower read.
+    const char* ahead = reinterpret_cast<const char*>(p + i) + kWeightPrefetchBytes;
     __builtin_prefetch(ahead, 0, 1);
     __builtin_prefetch(ahead + 64, 0, 1);
     a += p[i];

@@ -13,6 +13,12 @@
 
 namespace tessera {
 
+// How far ahead of their reads the mat-vec kernels prefetch their weight
+// streams, into the outer caches (see kernels_generic.inc). Benchmarks that
+// measure a read limit prefetch the same way, so that the limit is not the
+// slower read.
+inline constexpr int64_t kWeightPrefetchBytes = 8192;
+
 // Activations quantized for the integer dot products. A row of k floats
 // (k a multiple of 32, nb = k / 32 blocks) becomes, in ActRowBytes(k) bytes:
 //   int8 q[k] | float d[nb] | float s[nb]
