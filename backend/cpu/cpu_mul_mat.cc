@@ -203,11 +203,22 @@ QuantMatMulFn QuantKernel(const CpuKernels& kernels, Type type) {
   }
 }
 
+bool IsKQuant(Type type) {
+  return type == Type::kQ4_K || type == Type::kQ5_K || type == Type::kQ6_K;
+}
+
+// Bytes of one quantized activation row for weights of `type`.
+size_t ActBytesFor(Type type, int64_t k) {
+  return IsKQuant(type) ? KActRowBytes(k) : ActRowBytes(k);
+}
+
 void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   const int64_t k = a.ne[0];
-  const size_t act_bytes = ActRowBytes(k);
+  const size_t act_bytes = ActBytesFor(a.type, k);
+  auto quantize = IsKQuant(a.type) ? ctx.kernels->quantize_act_k
+                                   : ctx.kernels->quantize_act;
   // 1. Quantize every src1 row (all threads), rows in (i11, i12, i13) order.
   const int64_t src1_rows = b.ne[1] * b.ne[2] * b.ne[3];
   const WorkRange mine = WorkPart(src1_rows, ctx.ith, ctx.nth);
@@ -218,7 +229,7 @@ void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
     const float* x = reinterpret_cast<const float*>(
         static_cast<const char*>(b.data) + i11 * b.nb[1] + i12 * b.nb[2] +
         i13 * b.nb[3]);
-    ctx.kernels->quantize_act(x, ctx.work + t * act_bytes, k);
+    quantize(x, ctx.work + t * act_bytes, k);
   }
   ctx.barrier();
   // 2. Integer dot products over this thread's part of the src0 rows.
@@ -247,7 +258,7 @@ size_t MulMatWorkSize(const Tensor& node, int nth) {
     case Path::kQuant: {
       const Tensor& b = *node.src[1];
       return static_cast<size_t>(b.ne[1] * b.ne[2] * b.ne[3]) *
-             ActRowBytes(node.src[0]->ne[0]);
+             ActBytesFor(node.src[0]->type, node.src[0]->ne[0]);
     }
     case Path::kMatVec:
     case Path::kF32:

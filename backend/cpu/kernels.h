@@ -28,16 +28,27 @@ inline size_t ActRowBytes(int64_t k) {
   return (bytes + 63) / 64 * 64;
 }
 
-// A product of quantized weights (Q8_0 or Q4_0 rows of k values; Q4_K,
-// Q5_K or Q6_K rows with k a multiple of 256) and quantized activation
-// rows: for r < rows and c < cols,
+// Activations quantized for the K-quant products, one scale per 256 values
+// so that a super-block's sub-block sums stay integers. A row of k floats
+// (k a multiple of 256, ns = k / 256) becomes, in KActRowBytes(k) bytes:
+//   int8 q[k] | float d[ns] | int16 s[k / 16]
+// with x[i] ~= d[i / 256] * q[i] and s[g] = the sum of q[16g .. 16g + 15].
+inline size_t KActRowBytes(int64_t k) {
+  const size_t n = static_cast<size_t>(k);
+  const size_t bytes = n + 4 * (n / 256) + 2 * (n / 16);
+  return (bytes + 63) / 64 * 64;
+}
+
+// A product of quantized weights and quantized activation rows: Q8_0 or
+// Q4_0 rows of k values with ActRowBytes rows; Q4_K, Q5_K or Q6_K rows
+// (k a multiple of 256) with KActRowBytes rows. For r < rows and c < cols,
 //   dst[c * dst_col_stride + r] = dot(weight row r, activation row c).
 struct QuantMatMulArgs {
   const char* w;       // weight row 0
   size_t w_row_bytes;  // bytes between weight rows
   int64_t rows;
-  const char* act;       // activation row 0 (ActRowBytes(k) apart)
-  size_t act_row_bytes;  // ActRowBytes(k)
+  const char* act;       // activation row 0
+  size_t act_row_bytes;  // ActRowBytes(k) or KActRowBytes(k)
   int64_t cols;
   int64_t k;
   float* dst;
@@ -101,10 +112,11 @@ struct CpuKernels {
   SimdLevel level;
   // Quantizes `k` floats (k % 32 == 0) into one activation row.
   void (*quantize_act)(const float* x, char* row, int64_t k);
+  // Quantizes `k` floats (k % 256 == 0) into one K activation row.
+  void (*quantize_act_k)(const float* x, char* row, int64_t k);
   void (*mul_mat_q8_0)(const QuantMatMulArgs& args);
   void (*mul_mat_q4_0)(const QuantMatMulArgs& args);
-  // K-quant weights: every 32 activation values meet one Q4_K/Q5_K
-  // sub-block or two Q6_K sub-blocks.
+  // K-quant weights against K activation rows.
   void (*mul_mat_q4_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q5_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q6_k)(const QuantMatMulArgs& args);

@@ -140,18 +140,14 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
   }
 };
 
-// The eight 32-bit sums of four signed-byte products (maddubs takes the
-// sign of w onto q).
-__m256i KDot(__m256i w, __m256i q) {
-  const __m256i p =
-      _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(q, w));
-  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+// acc plus the eight 32-bit sums of adjacent 16-bit products p * s.
+__m256i KMaddAcc(__m256i acc, __m256i p, __m256i s) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
 }
 
-// The same for unsigned w (0..31).
-__m256i KDotUnsigned(__m256i w, __m256i q) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), _mm256_set1_epi16(1));
-}
+// Two columns: a 2 x 2 tile's float and integer accumulators fill the
+// sixteen registers.
+constexpr int kKTileCols = 2;
 
 #include "backend/cpu/kernels_kquant_x86.inc"
 
@@ -184,6 +180,7 @@ void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
 const CpuKernels kKernels = {
     .level = SimdLevel::kAvx2,
     .quantize_act = QuantizeActGeneric,
+    .quantize_act_k = QuantizeActKGeneric,
     .mul_mat_q8_0 = MulMatQ8,
     .mul_mat_q4_0 = MulMatQ4,
     .mul_mat_q4_k = MulMatQ4K,

@@ -199,17 +199,14 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
   }
 };
 
-// The eight 32-bit sums of four signed-byte products (dpbusd with the
-// sign of w taken onto q).
-__m256i KDot(__m256i w, __m256i q) {
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w),
-                             _mm256_sign_epi8(q, w));
+// acc plus the eight 32-bit sums of adjacent 16-bit products p * s, in
+// one instruction.
+__m256i KMaddAcc(__m256i acc, __m256i p, __m256i s) {
+  return _mm256_dpwssd_epi32(acc, p, s);
 }
 
-// The same for unsigned w (0..31): one dpbusd.
-__m256i KDotUnsigned(__m256i w, __m256i q) {
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, q);
-}
+// Four columns: thirty-two registers hold a 2 x 4 tile's accumulators.
+constexpr int kKTileCols = 4;
 
 #include "backend/cpu/kernels_kquant_x86.inc"
 
@@ -242,6 +239,7 @@ void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
 const CpuKernels kKernels = {
     .level = SimdLevel::kAvx512,
     .quantize_act = QuantizeActGeneric,
+    .quantize_act_k = QuantizeActKGeneric,
     .mul_mat_q8_0 = MulMatQ8,
     .mul_mat_q4_0 = MulMatQ4,
     .mul_mat_q4_k = MulMatQ4K,

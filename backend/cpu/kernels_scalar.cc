@@ -62,77 +62,79 @@ void MulMatQuant(const QuantMatMulArgs& a) {
   }
 }
 
-// One K-quant super-block unpacked: the signed level of each of its 256
-// values (value = factor * level - min), the factor of each half sub-block
-// of 16 values and the min of each sub-block of 32 (0 for Q6_K).
-struct KUnpacked {
-  int8_t level[kQK_K];
-  float factor[kQK_K / 16];
-  float min[kQK_K / 32];
+// One K-quant super-block in integer form: the unsigned level of each of
+// its 256 values and, per group g of 16 values, an integer scale and an
+// integer offset, so that value i = d * scale[i / 16] * level[i]
+// - f * offset[i / 16]. Q4_K and Q5_K: scale and min of each sub-block of
+// 32, f = dmin; Q6_K: its levels biased by 32, offset = 32 * scale, f = d.
+struct KSuper {
+  uint8_t level[kQK_K];
+  int16_t scale[kQK_K / 16];
+  int16_t offset[kQK_K / 16];
+  float d;
+  float f;
 };
 
-void AffineFactors(uint16_t d16, uint16_t dmin16, const uint8_t* scales,
-                   KUnpacked& u) {
-  const float d = Fp16ToFp32(d16);
-  const float dmin = Fp16ToFp32(dmin16);
+void AffineScales(uint16_t d16, uint16_t dmin16, const uint8_t* scales,
+                  KSuper& u) {
+  u.d = Fp16ToFp32(d16);
+  u.f = Fp16ToFp32(dmin16);
   for (int j = 0; j < 8; ++j) {
     int sc, m;
     UnpackKScaleMin(scales, j, &sc, &m);
-    u.factor[2 * j] = u.factor[2 * j + 1] = d * sc;
-    u.min[j] = dmin * m;
+    u.scale[2 * j] = u.scale[2 * j + 1] = static_cast<int16_t>(sc);
+    u.offset[2 * j] = u.offset[2 * j + 1] = static_cast<int16_t>(m);
   }
 }
 
-void Unpack(const BlockQ4_K& b, KUnpacked& u) {
+void Unpack(const BlockQ4_K& b, KSuper& u) {
   for (int c = 0; c < 4; ++c) {
     for (int l = 0; l < 32; ++l) {
-      u.level[64 * c + l] = static_cast<int8_t>(b.qs[32 * c + l] & 0x0F);
-      u.level[64 * c + 32 + l] = static_cast<int8_t>(b.qs[32 * c + l] >> 4);
+      u.level[64 * c + l] = b.qs[32 * c + l] & 0x0F;
+      u.level[64 * c + 32 + l] = b.qs[32 * c + l] >> 4;
     }
   }
-  AffineFactors(b.d, b.dmin, b.scales, u);
+  AffineScales(b.d, b.dmin, b.scales, u);
 }
 
-void Unpack(const BlockQ5_K& b, KUnpacked& u) {
+void Unpack(const BlockQ5_K& b, KSuper& u) {
   for (int c = 0; c < 4; ++c) {
     for (int l = 0; l < 32; ++l) {
       const int lo =
           (b.qs[32 * c + l] & 0x0F) | (((b.qh[l] >> (2 * c)) & 1) << 4);
       const int hi =
           (b.qs[32 * c + l] >> 4) | (((b.qh[l] >> (2 * c + 1)) & 1) << 4);
-      u.level[64 * c + l] = static_cast<int8_t>(lo);
-      u.level[64 * c + 32 + l] = static_cast<int8_t>(hi);
+      u.level[64 * c + l] = static_cast<uint8_t>(lo);
+      u.level[64 * c + 32 + l] = static_cast<uint8_t>(hi);
     }
   }
-  AffineFactors(b.d, b.dmin, b.scales, u);
+  AffineScales(b.d, b.dmin, b.scales, u);
 }
 
-void Unpack(const BlockQ6_K& b, KUnpacked& u) {
+void Unpack(const BlockQ6_K& b, KSuper& u) {
   for (int h = 0; h < 2; ++h) {
     for (int t = 0; t < 4; ++t) {
       for (int l = 0; l < 32; ++l) {
         const int lo =
             (b.ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 0x0F;
         const int hi = (b.qh[32 * h + l] >> (2 * t)) & 3;
-        u.level[128 * h + 32 * t + l] =
-            static_cast<int8_t>((lo | (hi << 4)) - 32);
+        u.level[128 * h + 32 * t + l] = static_cast<uint8_t>(lo | (hi << 4));
       }
     }
   }
-  const float d = Fp16ToFp32(b.d);
-  for (int j = 0; j < 16; ++j) u.factor[j] = d * b.scales[j];
-  for (int j = 0; j < 8; ++j) u.min[j] = 0.0f;
+  u.d = u.f = Fp16ToFp32(b.d);
+  for (int g = 0; g < 16; ++g) {
+    u.scale[g] = b.scales[g];
+    u.offset[g] = static_cast<int16_t>(32 * b.scales[g]);
+  }
 }
 
-// Per activation block b of 32 (activation scale d, d * sum s) against
-// sub-block j of a super-block:
-//   d * (f[2j] * dot(levels 0..15) + f[2j + 1] * dot(levels 16..31))
-//     - min[j] * s.
+// Per super-block i against activation scale da and group sums s:
+//   da * (d * sum_g scale[g] * dot(group g) - f * sum_g offset[g] * s[g]).
 template <typename Block>
 void MulMatKQuant(const QuantMatMulArgs& a) {
   const int64_t nsb = a.k / kQK_K;
-  const int64_t nb = a.k / 32;
-  KUnpacked u;
+  KSuper u;
   for (int64_t r = 0; r < a.rows; ++r) {
     const Block* w = reinterpret_cast<const Block*>(a.w + r * a.w_row_bytes);
     for (int64_t c = 0; c < a.cols; ++c) a.dst[c * a.dst_col_stride + r] = 0.0f;
@@ -141,19 +143,20 @@ void MulMatKQuant(const QuantMatMulArgs& a) {
       for (int64_t c = 0; c < a.cols; ++c) {
         const char* act = a.act + c * a.act_row_bytes;
         const int8_t* q = reinterpret_cast<const int8_t*>(act) + i * kQK_K;
-        const float* d = reinterpret_cast<const float*>(act + a.k) + 8 * i;
-        const float* s = d + nb;
-        float sum = 0.0f;
-        for (int j = 0; j < 8; ++j) {
-          int dot[2] = {0, 0};
-          for (int l = 0; l < 32; ++l) {
-            dot[l / 16] += u.level[32 * j + l] * q[32 * j + l];
-          }
-          sum += d[j] * (u.factor[2 * j] * static_cast<float>(dot[0]) +
-                         u.factor[2 * j + 1] * static_cast<float>(dot[1])) -
-                 u.min[j] * s[j];
+        const float* d = reinterpret_cast<const float*>(act + a.k);
+        const int16_t* s =
+            reinterpret_cast<const int16_t*>(d + nsb) + i * (kQK_K / 16);
+        int32_t dot = 0;
+        int32_t offset = 0;
+        for (int g = 0; g < 16; ++g) {
+          int32_t group = 0;
+          for (int l = 16 * g; l < 16 * g + 16; ++l) group += u.level[l] * q[l];
+          dot += u.scale[g] * group;
+          offset += u.offset[g] * s[g];
         }
-        a.dst[c * a.dst_col_stride + r] += sum;
+        a.dst[c * a.dst_col_stride + r] +=
+            d[i] * (u.d * static_cast<float>(dot) -
+                    u.f * static_cast<float>(offset));
       }
     }
   }
@@ -200,6 +203,7 @@ void MatVec(const FloatMatVecArgs& a) {
 const CpuKernels kKernels = {
     .level = SimdLevel::kScalar,
     .quantize_act = QuantizeActGeneric,
+    .quantize_act_k = QuantizeActKGeneric,
     .mul_mat_q8_0 = MulMatQuant<BlockQ8_0>,
     .mul_mat_q4_0 = MulMatQuant<BlockQ4_0>,
     .mul_mat_q4_k = MulMatKQuant<BlockQ4_K>,
