@@ -70,7 +70,49 @@ def dequantize(ggml_type, raw, count):
         qs = blocks[:, 2:]
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float64)
         return (d * (q - 8.0)).reshape(-1)
+    if ggml_type == 12:  # Q4_K: super-blocks of 256 in 8 sub-blocks of 32
+        blocks = np.frombuffer(raw, dtype=np.uint8,
+                               count=count // 256 * 144).reshape(-1, 144)
+        d = blocks[:, 0:2].copy().view("<f2").astype(np.float64)
+        dmin = blocks[:, 2:4].copy().view("<f2").astype(np.float64)
+        sc, m = k_scales_mins(blocks[:, 4:16])
+        qs = blocks[:, 16:144].reshape(-1, 4, 32)
+        # Bytes 32c..32c+31: values 64c + l (low nibble), 64c + 32 + l (high).
+        q = np.stack([qs & 0x0F, qs >> 4], axis=2).reshape(-1, 8, 32)
+        values = (d[:, :, None] * sc[:, :, None] * q
+                  - dmin[:, :, None] * m[:, :, None])
+        return values.reshape(-1)
+    if ggml_type == 14:  # Q6_K: ql[128], qh[64], int8 scales[16], fp16 d
+        blocks = np.frombuffer(raw, dtype=np.uint8,
+                               count=count // 256 * 210).reshape(-1, 210)
+        ql = blocks[:, 0:128].reshape(-1, 2, 2, 32).astype(np.int64)
+        qh = blocks[:, 128:192].reshape(-1, 2, 1, 32).astype(np.int64)
+        scales = blocks[:, 192:208].copy().view(np.int8).astype(np.float64)
+        d = blocks[:, 208:210].copy().view("<f2").astype(np.float64)
+        # Value 128h + 32t + l: ql[64h + 32(t % 2) + l], nibble t // 2;
+        # bits 2t, 2t + 1 of qh[32h + l] on top; minus 32.
+        low = np.concatenate([ql & 0x0F, ql >> 4], axis=2)  # t = 0..3
+        high = np.concatenate([(qh >> (2 * t)) & 3 for t in range(4)], axis=2)
+        q = (low | (high << 4)).reshape(-1, 16, 16) - 32.0
+        return (d[:, :, None] * scales[:, :, None] * q).reshape(-1)
     raise ValueError("unsupported ggml type %d" % ggml_type)
+
+
+def k_scales_mins(packed):
+    """The 6-bit scales and mins of Q4_K/Q5_K's 8 sub-blocks from their 12
+    packed bytes: j < 4 in the low 6 bits of bytes j (scale) and j + 4
+    (min); j >= 4 in the nibbles of byte j + 4 with their top 2 bits in
+    the high bits of bytes j - 4 (scale) and j (min)."""
+    p = packed.astype(np.int64)
+    sc = np.empty((p.shape[0], 8), dtype=np.int64)
+    m = np.empty_like(sc)
+    for j in range(4):
+        sc[:, j] = p[:, j] & 63
+        m[:, j] = p[:, j + 4] & 63
+    for j in range(4, 8):
+        sc[:, j] = (p[:, j + 4] & 0x0F) | ((p[:, j - 4] >> 6) << 4)
+        m[:, j] = (p[:, j + 4] >> 4) | ((p[:, j] >> 6) << 4)
+    return sc.astype(np.float64), m.astype(np.float64)
 
 
 def read_gguf(path):
