@@ -139,14 +139,15 @@ absl::Status LlamaRunner::PlaceWeights(const std::vector<Device*>& devices) {
   }
   add(weights_.output_norm, n - 1);
   if (weights_.output != weights_.token_embd) add(weights_.output, n - 1);
+  // The KV cache is placed like the weights (its own buffer, laid out for
+  // exactly its tensors), so that a meta device packs each member's heads
+  // of it rather than giving every member a buffer the size of the whole.
   for (int64_t d = 0; d < n; ++d) {
     for (auto* group : {&weights[d], &caches[d]}) {
       if (group->empty()) continue;
-      TESSERA_ASSIGN_OR_RETURN(
-          std::unique_ptr<Buffer> buffer,
-          AllocTensors(devices[d]->buffer_type(), *group,
-                       group == &weights[d] ? BufferUsage::kWeights
-                                            : BufferUsage::kAny));
+      TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer,
+                               AllocTensors(devices[d]->buffer_type(), *group,
+                                            BufferUsage::kWeights));
       buffers_.push_back(std::move(buffer));
     }
   }

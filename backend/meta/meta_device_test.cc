@@ -458,7 +458,10 @@ TEST(MetaDeviceTest, AttentionBlockSplitByHeads) {
 // projections, K and V written to the cache with SET_ROWS, the cache read
 // through views as [head_dim, n_ctx, kv_heads], FLASH_ATTN_EXT under a
 // mask, the output projection. Weights and the cache are named as
-// LlamaSplitPolicy expects; decoding steps of kStep tokens at a time.
+// LlamaSplitPolicy expects; decoding steps of kStep tokens at a time. The
+// cache is placed as the runner places it (BufferUsage::kWeights: a meta
+// device packs each member's heads) or, with `packed_cache` false, in a
+// plain buffer.
 struct CachedAttention {
   static constexpr int64_t kHeadDim = 8;
   static constexpr int64_t kStep = 2;
@@ -471,7 +474,8 @@ struct CachedAttention {
   Tensor *x, *rows, *mask, *y;
   Graph graph;
 
-  CachedAttention(Device& device, int64_t heads, int64_t kv_heads)
+  CachedAttention(Device& device, int64_t heads, int64_t kv_heads,
+                  bool packed_cache = true)
       : n_head(heads),
         n_head_kv(kv_heads),
         dim(kHeadDim * heads),
@@ -500,7 +504,10 @@ struct CachedAttention {
       EXPECT_TRUE(testing::Write(*w, v.data()).ok());
       ++k;
     }
-    cache = AllocTensors(device.buffer_type(), {cache_k, cache_v}).value();
+    cache = AllocTensors(device.buffer_type(), {cache_k, cache_v},
+                         packed_cache ? BufferUsage::kWeights
+                                      : BufferUsage::kAny)
+                .value();
     EXPECT_TRUE(cache->Clear(0).ok());
 
     x = testing::NewInput(ctx, Type::kF32, {dim, kStep}, "x").value();
@@ -573,10 +580,14 @@ TEST(MetaDeviceTest, KvCacheAttentionSplitByHeads) {
   };
   // GQA (2 query heads per KV head), plain multi-head attention, and one
   // KV head for all query heads (mirrored on every member).
-  for (const Shape& shape : {Shape{2, 4, 2}, Shape{2, 4, 4}, Shape{3, 6, 3},
-                             Shape{2, 4, 1}, Shape{4, 4, 1}}) {
+  for (const auto& [shape, packed] :
+       {std::pair{Shape{2, 4, 2}, true}, std::pair{Shape{2, 4, 4}, true},
+        std::pair{Shape{3, 6, 3}, true}, std::pair{Shape{2, 4, 1}, true},
+        std::pair{Shape{4, 4, 1}, true}, std::pair{Shape{2, 4, 2}, false},
+        std::pair{Shape{2, 4, 1}, false}}) {
     SCOPED_TRACE(absl::StrCat(shape.n, " members, ", shape.heads, "/",
-                              shape.kv_heads, " heads"));
+                              shape.kv_heads, " heads",
+                              packed ? "" : ", plain cache buffer"));
     Registry one;
     ASSERT_TRUE(AddCpuDevices(1, 1, one).ok());
     CachedAttention ref(*one.devices()[0], shape.heads, shape.kv_heads);
@@ -587,7 +598,7 @@ TEST(MetaDeviceTest, KvCacheAttentionSplitByHeads) {
           n, {.head_dim = CachedAttention::kHeadDim,
               .gqa_ratio = shape.heads / shape.kv_heads});
     });
-    CachedAttention got(tp.meta(), shape.heads, shape.kv_heads);
+    CachedAttention got(tp.meta(), shape.heads, shape.kv_heads, packed);
     auto stream = tp.meta().CreateStream().value();
     auto* meta_stream = static_cast<MetaStream*>(stream.get());
     // The cache is split by heads, like K and V; one KV head is mirrored.
@@ -597,6 +608,16 @@ TEST(MetaDeviceTest, KvCacheAttentionSplitByHeads) {
             .value();
     EXPECT_EQ(cache_state.axis, shape.kv_heads == 1 ? SplitAxis::kMirrored
                                                     : SplitAxis::kAxis0);
+    // Placed, each member holds only its heads' rows of the cache (all of
+    // a mirrored one), plus alignment.
+    auto* cache = static_cast<MetaBuffer*>(got.cache.get());
+    EXPECT_EQ(cache->packed(), packed);
+    const size_t whole = got.cache_k->NumBytes() + got.cache_v->NumBytes();
+    const size_t share = shape.kv_heads == 1 ? whole : whole / shape.n;
+    for (int i = 0; packed && i < shape.n; ++i) {
+      EXPECT_GE(cache->member(i).size(), share) << "member " << i;
+      EXPECT_LE(cache->member(i).size(), share + 1024) << "member " << i;
+    }
     for (int step = 0; step < 4; ++step) {
       SCOPED_TRACE(step);
       const std::vector<float> want = ref.Step(*ref_stream, step);
