@@ -337,6 +337,13 @@ absl::Status RunModel(const Flags& flags) {
     Flags connect = flags;
     connect.values["target"] = remote;
     TESSERA_ASSIGN_OR_RETURN(client, ConnectFromFlags(connect));
+    TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, TpSplitOptions(*file));
+    // A daemon's meta device splits the model as local tp does.
+    options.prepare_remote = [split](RemoteDevice& device) {
+      if (!device.is_meta()) return absl::OkStatus();
+      const int n = static_cast<int>(device.Props().members.size());
+      return device.SetSplitPolicy(LlamaSplitPolicy(n, split));
+    };
     TESSERA_ASSIGN_OR_RETURN(
         runner, LlamaRunner::CreateRemote(*file, *client,
                                           flags.Get("device", ""), options));

@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::CreateRemote(
   runner->client_ = &client;
   TESSERA_ASSIGN_OR_RETURN(runner->remote_devices_,
                            client::RemoteDevice::ListAll(client));
-  Device* chosen = nullptr;
+  client::RemoteDevice* chosen = nullptr;
   for (const auto& d : runner->remote_devices_) {
     if (device.empty() || d->remote_name() == device) {
       chosen = d.get();
@@ -70,6 +70,9 @@ absl::StatusOr<std::unique_ptr<LlamaRunner>> LlamaRunner::CreateRemote(
   }
   if (chosen == nullptr) {
     return Invalid("the daemon has no device \"", device, "\"");
+  }
+  if (options.prepare_remote) {
+    TESSERA_RETURN_IF_ERROR(options.prepare_remote(*chosen));
   }
   TESSERA_RETURN_IF_ERROR(runner->Init({chosen}, nullptr));
   return runner;
@@ -162,7 +165,12 @@ absl::Status LlamaRunner::Upload() {
       return Invalid(t.name, ": the file holds ", data.size(),
                      " bytes, the tensor needs ", t.NumBytes());
     }
-    if (auto* remote = dynamic_cast<client::RemoteBuffer*>(t.buffer)) {
+    // A daemon's meta device takes split weights with their layout, which
+    // only a whole-tensor write carries (not the content cache).
+    auto* remote = dynamic_cast<client::RemoteBuffer*>(t.buffer);
+    if (remote != nullptr &&
+        !static_cast<client::RemoteDevice&>(remote->type().device())
+             .is_meta()) {
       TESSERA_ASSIGN_OR_RETURN(v1::TensorRef ref, remote->RefOf(t));
       TESSERA_RETURN_IF_ERROR(
           remote->client().WriteTensorCached(ref, data.data(), data.size()));

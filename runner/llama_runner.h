@@ -65,6 +65,11 @@ struct LlamaRunnerOptions {
   // Local mode: micro-batches in flight (1 to kMaxCopies); 0 means the
   // number of devices (capped at kMaxCopies).
   int n_copies = 0;
+  // Remote mode: called with the daemon's device before the weights and
+  // the cache are placed on it; a daemon's meta device gets its split
+  // policy here (RemoteDevice::SetSplitPolicy), else its tensors are
+  // mirrored on every member.
+  std::function<absl::Status(client::RemoteDevice&)> prepare_remote;
 };
 
 class LlamaRunner {

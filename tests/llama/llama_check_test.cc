@@ -5,7 +5,8 @@
 // LLaMA (tests/llama/llama_reference.py, its own GGUF parser, float64), and
 // the logits compared: a prompt of 32 tokens, then 16 greedy decode steps
 // teacher-forced with the reference's tokens. Modes: one CPU device, a real
-// tesserad (remote), the layers over 2 CPU devices (pp 2, prompt
+// tesserad (remote: its CPU device, and its meta device of 2 CPU members,
+// weights and KV cache split by the daemon's LLaMA policy), the layers over 2 CPU devices (pp 2, prompt
 // micro-batches of 12 pipelined), tensor parallel over 2 CPU devices (tp 2:
 // a meta device, heads and FFN split, the KV cache split by heads), and
 // both (pp 2 x tp 2: two meta stages of 2 CPU devices each, pipelined), and
@@ -32,6 +33,7 @@
 //    largest value is ~3 RMS rather than ~2.3: 1.3x the error per product
 //    of the above (~2% RMS), bound 5e-2 as well; measured 2.1-2.6e-2.
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -270,6 +272,13 @@ void Check(LlamaRunner& runner, const Reference& ref, double bound,
   }
 }
 
+// LLaMA's head-aligned split of `v`'s model.
+LlamaSplitOptions SplitOptions(const Variant& v) {
+  return {.head_dim = v.embd / kHead,
+          .gqa_ratio = kHead / kHeadKv,
+          .ffn_granularity = Traits(*TesseraTypeFromGgml(v.type)).block_size};
+}
+
 // pp stages of tp CPU members (one thread each) grouped by a meta device
 // with LLaMA's head-aligned split, and one more CPU device as the
 // scheduler's fallback.
@@ -285,10 +294,7 @@ struct TensorParallel {
         AddDevices(absl::StrCat("cpu:", pp * tp + 1), 1, registry).ok());
     const std::vector<Device*> cpus(registry.devices().begin(),
                                     registry.devices().end());
-    const LlamaSplitOptions split{
-        .head_dim = v.embd / kHead,
-        .gqa_ratio = kHead / kHeadKv,
-        .ffn_granularity = Traits(*TesseraTypeFromGgml(v.type)).block_size};
+    const LlamaSplitOptions split = SplitOptions(v);
     for (int g = 0; g < pp; ++g) {
       std::vector<Device*> members(cpus.begin() + g * tp,
                                    cpus.begin() + (g + 1) * tp);
@@ -357,14 +363,32 @@ TEST_P(LlamaCheckTest, MatchesPyTorchLocalPipelinedTensorParallelRemote) {
     }
   }
   {
-    auto daemon = testing::DaemonProcess::Start({"--devices=cpu"});
+    // The daemon's first CPU device, then its meta device over two more.
+    auto daemon = testing::DaemonProcess::Start(
+        {"--devices=cpu:3,tp0=meta(cpu1,cpu2)"});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     auto client = client::Client::Connect((*daemon)->address());
     ASSERT_TRUE(client.ok()) << client.status();
-    auto runner = LlamaRunner::CreateRemote(**file, **client, "", Options());
-    ASSERT_TRUE(runner.ok()) << runner.status();
-    Check(**runner, ref, v.bound, v.tokens_equal,
-          absl::StrCat(v.name, " remote"));
+    for (const char* device : {"cpu0", "tp0"}) {
+      LlamaRunnerOptions options = Options();
+      std::atomic<int> split_tensors = 0;
+      options.prepare_remote = [&](client::RemoteDevice& d) {
+        if (!d.is_meta()) return absl::OkStatus();
+        const SplitPolicy llama = LlamaSplitPolicy(2, SplitOptions(v));
+        return d.SetSplitPolicy([&, llama](const Tensor& t) {
+          const SplitState state = llama(t);
+          if (state.axis != SplitAxis::kMirrored) ++split_tensors;
+          return state;
+        });
+      };
+      auto runner =
+          LlamaRunner::CreateRemote(**file, **client, device, options);
+      ASSERT_TRUE(runner.ok()) << runner.status();
+      // On the meta device Q/K/V, O, the FFN and the KV cache are split.
+      if (std::string(device) == "tp0") EXPECT_GT(split_tensors, 0);
+      Check(**runner, ref, v.bound, v.tokens_equal,
+            absl::StrCat(v.name, " remote ", device));
+    }
   }
 }
 
