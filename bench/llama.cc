@@ -1,6 +1,7 @@
 // End-to-end LLaMA throughput of the runner (runner/llama_runner.h) on a
 // random-weight model written to a temporary GGUF, its matrices in F16,
-// Q8_0, Q4_0 and Q4_K (norms F32), the same values for every type. For each
+// Q8_0, Q4_0 and Q4_K (also Q5_K and Q6_K on request; norms F32), the same
+// values for every type. For each
 // type, the modes of --modes (default local,tp,remote):
 //   - local: one CPU device with 2 threads;
 //   - tp 2:  a meta device over two 1-thread CPU devices (heads and FFN
@@ -148,8 +149,10 @@ absl::StatusOr<int32_t> GgmlTypeByName(const std::string& name) {
   if (name == "q8_0") return kGgmlQ8_0;
   if (name == "q4_0") return kGgmlQ4_0;
   if (name == "q4_k") return kGgmlQ4_K;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown type \"", name, "\" (f16, q8_0, q4_0, q4_k)"));
+  if (name == "q5_k") return kGgmlQ5_K;
+  if (name == "q6_k") return kGgmlQ6_K;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown type \"", name, "\" (f16, q8_0, q4_0, q4_k, q5_k, q6_k)"));
 }
 
 // Uniform values of variance scale^2 from a splitmix64 stream seeded by
@@ -1115,12 +1118,12 @@ int main(int argc, char** argv) {
         stderr,
         "usage: llama [--layers=N] [--dim=N] [--ff=N] [--heads=N] "
         "[--kv_heads=N] [--vocab=N] [--prompt=N] [--decode=N] [--ubatch=N] "
-        "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k] "
+        "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k,q5_k,q6_k] "
         "[--modes=local,tp,remote,gpu (each once; the first is the "
         "reference)] [--tesserad=PATH]\n"
         "heads divides dim, kv_heads (>= 2) divides heads; dim, ff and "
         "dim / kv_heads are multiples of the block size (32 for q8_0 and "
-        "q4_0, 256 for q4_k)\n");
+        "q4_0, 256 for the k-quants)\n");
     return 2;
   }
   if (absl::Status s = tessera::bench::Main(c); !s.ok()) {
