@@ -96,6 +96,11 @@ absl::StatusOr<v1::TensorRef> RemoteBuffer::RefOf(const Tensor& t) {
   return At(offset);
 }
 
+absl::StatusOr<bool> RemoteBuffer::IsSplit(const Tensor& t) {
+  TESSERA_ASSIGN_OR_RETURN(std::optional<SplitState> split, SplitOf(t));
+  return split.has_value() && !(*split == SplitState::Mirrored());
+}
+
 absl::StatusOr<bool> RemoteBuffer::CopyFrom(const Tensor& src, Tensor& dst) {
   auto* from = dynamic_cast<RemoteBuffer*>(src.buffer);
   if (from == nullptr || &from->client_ != &client_) return false;

@@ -73,6 +73,11 @@ class RemoteBuffer final : public Buffer {
   uint64_t handle() const { return handle_; }
   // (handle, offset) of `t`, which must lie in this buffer.
   absl::StatusOr<v1::TensorRef> RefOf(const Tensor& t);
+  // Whether `t` is split or partial over the members of the daemon's meta
+  // device: it is then written and read whole with its layout (SetTensor,
+  // GetTensor), never by byte ranges or through the content cache.
+  // Errors: as the device's split policy.
+  absl::StatusOr<bool> IsSplit(const Tensor& t);
 
  protected:
   absl::Status DoWrite(size_t offset, const void* data, size_t size) override;

@@ -337,10 +337,11 @@ absl::Status RunModel(const Flags& flags) {
     Flags connect = flags;
     connect.values["target"] = remote;
     TESSERA_ASSIGN_OR_RETURN(client, ConnectFromFlags(connect));
-    TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, TpSplitOptions(*file));
     // A daemon's meta device splits the model as local tp does.
-    options.prepare_remote = [split](RemoteDevice& device) {
+    options.prepare_remote = [model = file.get()](
+                                 RemoteDevice& device) -> absl::Status {
       if (!device.is_meta()) return absl::OkStatus();
+      TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, TpSplitOptions(*model));
       const int n = static_cast<int>(device.Props().members.size());
       return device.SetSplitPolicy(LlamaSplitPolicy(n, split));
     };

@@ -145,6 +145,8 @@ absl::Status LlamaRunner::PlaceWeights(const std::vector<Device*>& devices) {
   // The KV cache is placed like the weights (its own buffer, laid out for
   // exactly its tensors), so that a meta device packs each member's heads
   // of it rather than giving every member a buffer the size of the whole.
+  // A packed buffer is addressed by tensor only: the cache is written by
+  // graphs (SET_ROWS) and cleared whole, never by byte ranges.
   for (int64_t d = 0; d < n; ++d) {
     for (auto* group : {&weights[d], &caches[d]}) {
       if (group->empty()) continue;
@@ -166,11 +168,15 @@ absl::Status LlamaRunner::Upload() {
                      " bytes, the tensor needs ", t.NumBytes());
     }
     // A daemon's meta device takes split weights with their layout, which
-    // only a whole-tensor write carries (not the content cache).
+    // only a whole-tensor write carries (not the content cache); mirrored
+    // ones go through the cache like any other.
     auto* remote = dynamic_cast<client::RemoteBuffer*>(t.buffer);
-    if (remote != nullptr &&
-        !static_cast<client::RemoteDevice&>(remote->type().device())
-             .is_meta()) {
+    bool cached = remote != nullptr;
+    if (cached) {
+      TESSERA_ASSIGN_OR_RETURN(const bool split, remote->IsSplit(t));
+      cached = !split;
+    }
+    if (cached) {
       TESSERA_ASSIGN_OR_RETURN(v1::TensorRef ref, remote->RefOf(t));
       TESSERA_RETURN_IF_ERROR(
           remote->client().WriteTensorCached(ref, data.data(), data.size()));

@@ -14,7 +14,9 @@
 //    last) and consecutive prompt micro-batches overlap across devices
 //    (n_copies graphs in flight).
 //  - Remote: a tesserad's device. Weights go up once with
-//    Client::WriteTensorCached (a second load sends no bytes); each graph is
+//    Client::WriteTensorCached (a second load sends no bytes; the split
+//    weights of a meta device go whole with their layout instead); each
+//    graph is
 //    registered once (RemoteGraph) and executed per micro-batch or token
 //    over the Execute stream.
 // Tensor parallelism plugs in as a local device: a meta device

@@ -12,8 +12,10 @@
 //  - F16 and BF16 src0 with more columns: bands of rows converted to F32
 //    in scratch memory, then sgemm.
 //  - Q8_0, Q4_0 and the K-quant (Q4_K, Q5_K, Q6_K) src0: src1 quantized to
-//    8-bit blocks of 32 in scratch memory (all threads, then a barrier),
-//    then integer dot products of the level's kernels, split over src0 rows.
+//    8 bits in scratch memory (all threads, then a barrier), one scale per
+//    32 values for Q8_0 and Q4_0 (ActRowBytes) and per 256 for the
+//    K-quants (KActRowBytes), then integer dot products of the level's
+//    kernels, split over src0 rows.
 
 #include <cstddef>
 
@@ -28,7 +30,7 @@ size_t MulMatWorkSize(const Tensor& node, int nth);
 
 // Computes part ctx.ith of `node` and returns true when a fast path fits it
 // (F32 operands, rows contiguous, strides BLAS accepts, shapes consistent,
-// k a multiple of 32 for quantized src0); returns false, having done
+// k a multiple of a quantized src0's block size); returns false, having done
 // nothing, otherwise. Every thread of the team gets the same answer.
 bool TryMulMat(Tensor& node, const CpuComputeContext& ctx);
 

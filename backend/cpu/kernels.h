@@ -19,7 +19,7 @@ namespace tessera {
 // slower read.
 inline constexpr int64_t kWeightPrefetchBytes = 8192;
 
-// Activations quantized for the integer dot products. A row of k floats
+// Activations quantized for the Q8_0 and Q4_0 products. A row of k floats
 // (k a multiple of 32, nb = k / 32 blocks) becomes, in ActRowBytes(k) bytes:
 //   int8 q[k] | float d[nb] | float s[nb]
 // with x[i] ~= d[i / 32] * q[i] and s[b] = d[b] * (sum of block b's q).

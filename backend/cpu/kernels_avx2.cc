@@ -145,8 +145,8 @@ __m256i KMaddAcc(__m256i acc, __m256i p, __m256i s) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
 }
 
-// Two columns: a 2 x 2 tile's float and integer accumulators fill the
-// sixteen registers.
+// Two columns: a 2 x 2 tile's eight float and integer accumulators take
+// half of the sixteen registers, leaving the rest to levels and scales.
 constexpr int kKTileCols = 2;
 
 #include "backend/cpu/kernels_kquant_x86.inc"

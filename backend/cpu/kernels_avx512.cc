@@ -1,8 +1,9 @@
 // The AVX-512 kernels (SimdLevel::kAvx512), compiled with -mavx512f
-// -mavx512bw -mavx512vl -mavx512vnni (and the AVX2 flags). Quantized
+// -mavx512bw -mavx512vl -mavx512vnni (and the AVX2 flags). Q8_0 and Q4_0
 // products take two 32-value blocks per 512-bit register and use VNNI
 // dpbusd (u8 x s8 sums of four) for the integer dot products; an odd last
-// block goes through the 256-bit form.
+// block goes through the 256-bit form. The K-quant products
+// (kernels_kquant_x86.inc) scale their 16-bit pair sums with VNNI vpdpwssd.
 
 #include <immintrin.h>
 

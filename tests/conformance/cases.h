@@ -40,8 +40,9 @@ namespace tessera::conformance {
 //    dequantized; as for Q4_0, a few values on a rounding boundary may
 //    differ by one step.
 //  - kNmseMulMatQuantized: MUL_MAT with a quantized src0 (Q8_0, Q4_0 or a
-//    K-quant). Devices quantize src1 to 8-bit blocks for the dot products,
-//    as ggml does, which costs about 1e-5; ggml's own MUL_MAT bound is 5e-4.
+//    K-quant). Devices quantize src1 to 8 bits for the dot products, one
+//    scale per 32 values (Q8_0, Q4_0) or 256 (K-quants), as ggml does,
+//    which costs about 1e-5 to 3e-5; ggml's own MUL_MAT bound is 5e-4.
 //  - kNmseFlashAttnF32, kNmseFlashAttnF16: FLASH_ATTN_EXT with F32 or F16
 //    K/V. With F16 K/V devices round Q and the softmax weights to F16 for
 //    the dot products (ggml's bound is 5e-4).

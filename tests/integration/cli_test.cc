@@ -1,8 +1,10 @@
 // The tessera command-line tool against a real tesserad: devices, ping,
 // upload (with its progress bar, and nothing sent the second time), bench,
-// and the messages for a daemon that cannot be reached, a refused token
-// and a TLS mismatch.
+// run (a LLaMA GGUF locally, pipelined, tensor parallel and on the
+// daemon's devices), and the messages for a daemon that cannot be reached,
+// a refused token and a TLS mismatch.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/shell.h"
 #include "tests/integration/test_certs.h"
+#include "tests/llama/random_llama.h"
 
 namespace tessera {
 namespace {
@@ -109,6 +112,51 @@ TEST(CliTest, SaysWhyItCannotConnect) {
                  "ping"});
   EXPECT_EQ(tls.exit_code, 1);
   EXPECT_TRUE(Has(tls, "cannot reach the daemon")) << tls.output;
+}
+
+// The last line of `run`'s output: the tokens `tessera run` printed.
+std::string LastLine(const CommandRun& run) {
+  std::string out = run.output;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out.substr(out.rfind('\n') + 1);
+}
+
+// `tessera run` on a small F32 LLaMA: the greedy tokens are the same on one
+// local device, over pp 2 and tp 2, and on a daemon's CPU device and meta
+// device (F32: the modes differ by float rounding only, far below the
+// logits' gaps on this model, as tests/llama's check shows).
+TEST(CliTest, RunGivesTheSameTokensInEveryMode) {
+  const std::string model = ::testing::TempDir() + "/llama.gguf";
+  ASSERT_TRUE(testing::WriteRandomLlama({}, model).ok());
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu:3,tp0=meta(cpu1,cpu2)"}).value();
+  const std::vector<std::string> run = {"run", "--model=" + model,
+                                        "--prompt_tokens=1,15,30,45,60",
+                                        "--n_predict=8"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = run;
+    args.insert(args.end(), more.begin(), more.end());
+    return Cli(args);
+  };
+  const CommandRun local = with({});
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  const std::string tokens = LastLine(local);
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ','), 7) << tokens;
+  for (const std::vector<std::string>& mode :
+       std::vector<std::vector<std::string>>{
+           {"--pp=2"},
+           {"--tp=2"},
+           {"--remote=" + daemon->address(), "--device=cpu0"},
+           {"--remote=" + daemon->address(), "--device=tp0"}}) {
+    const CommandRun other = with(mode);
+    EXPECT_EQ(other.exit_code, 0) << other.output;
+    EXPECT_EQ(LastLine(other), tokens) << absl::StrJoin(mode, " ");
+  }
+  const CommandRun missing =
+      with({"--remote=" + daemon->address(), "--device=gpu9"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(Has(missing, "the daemon has no device \"gpu9\""))
+      << missing.output;
 }
 
 }  // namespace

@@ -1,13 +1,14 @@
 // The independent check of the LLaMA runner: a small random-weight LLaMA
 // GGUF (2 layers, 64 wide, 4 heads over 2 KV heads, untied output,
 // rope_freqs; the K-quant variant 512 wide) is written with
-// model/gguf_writer, run by tessera's runner and by a PyTorch
+// tests/llama/random_llama, run by tessera's runner and by a PyTorch
 // LLaMA (tests/llama/llama_reference.py, its own GGUF parser, float64), and
 // the logits compared: a prompt of 32 tokens, then 16 greedy decode steps
 // teacher-forced with the reference's tokens. Modes: one CPU device, a real
-// tesserad (remote: its CPU device, and its meta device of 2 CPU members,
-// weights and KV cache split by the daemon's LLaMA policy), the layers over 2 CPU devices (pp 2, prompt
-// micro-batches of 12 pipelined), tensor parallel over 2 CPU devices (tp 2:
+// tesserad (remote: its CPU device, and its meta device of 2 CPU members
+// with weights and KV cache split by the client's LLaMA policy), the
+// layers over 2 CPU devices (pp 2, prompt micro-batches of 12
+// pipelined), tensor parallel over 2 CPU devices (tp 2:
 // a meta device, heads and FFN split, the KV cache split by heads), and
 // both (pp 2 x tp 2: two meta stages of 2 CPU devices each, pipelined), and
 // the first GPU where there is one.
@@ -37,10 +38,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -56,10 +55,10 @@
 #include "gtest/gtest.h"
 #include "model/ggml_type.h"
 #include "model/gguf_reader.h"
-#include "model/gguf_writer.h"
 #include "runner/llama_runner.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/shell.h"
+#include "tests/llama/random_llama.h"
 
 namespace tessera {
 namespace {
@@ -91,68 +90,18 @@ struct Variant {
 
 // Writes the model of `v`; returns the path.
 std::string WriteModel(const Variant& v) {
-  std::mt19937 rng(1234);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  GgufWriter w;
-  auto kv = [&](const std::string& key, GgufValue value) {
-    ASSERT_TRUE(w.AddKv(key, std::move(value)).ok()) << key;
-  };
-  kv("general.architecture", std::string("llama"));
-  kv("llama.block_count", uint32_t{kLayers});
-  kv("llama.embedding_length", static_cast<uint32_t>(v.embd));
-  kv("llama.feed_forward_length", static_cast<uint32_t>(v.ff));
-  kv("llama.attention.head_count", uint32_t{kHead});
-  kv("llama.attention.head_count_kv", uint32_t{kHeadKv});
-  kv("llama.rope.freq_base", 10000.0f);
-  kv("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  kv("llama.context_length", uint32_t{128});
-  auto tensor = [&](const std::string& tname, std::vector<int64_t> ne,
-                    float scale, float offset, int32_t type) {
-    int64_t count = 1;
-    for (int64_t n : ne) count *= n;
-    std::vector<float> values(count);
-    for (float& x : values) x = offset + scale * normal(rng);
-    std::vector<uint8_t> bytes;
-    if (type == kGgmlF32) {
-      bytes.resize(count * sizeof(float));
-      std::memcpy(bytes.data(), values.data(), bytes.size());
-    } else {
-      const Type t = *TesseraTypeFromGgml(type);
-      bytes.resize(RowSize(t, count));
-      RowFromFloat(t, values.data(), bytes.data(), count);
-    }
-    ASSERT_TRUE(w.AddTensor(tname, type, ne, bytes).ok()) << tname;
-  };
-  const float in_embd = 1.0f / std::sqrt(static_cast<float>(v.embd));
-  const int64_t kv_row = v.embd / kHead * kHeadKv;
-  tensor("token_embd.weight", {v.embd, kVocab}, 1.0f, 0.0f, v.type);
-  // Factors in about [1, 4], as LLaMA 3.1's are >= 1.
-  {
-    std::vector<float> f(v.embd / kHead / 2);
-    for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0f + 3.0f * i / f.size();
-    std::vector<uint8_t> bytes(f.size() * sizeof(float));
-    std::memcpy(bytes.data(), f.data(), bytes.size());
-    EXPECT_TRUE(w.AddTensor("rope_freqs.weight", kGgmlF32,
-                            {static_cast<int64_t>(f.size())}, bytes)
-                    .ok());
-  }
-  for (int64_t l = 0; l < kLayers; ++l) {
-    const std::string p = absl::StrCat("blk.", l, ".");
-    tensor(p + "attn_norm.weight", {v.embd}, 0.1f, 1.0f, kGgmlF32);
-    tensor(p + "attn_q.weight", {v.embd, v.embd}, in_embd, 0.0f, v.type);
-    tensor(p + "attn_k.weight", {v.embd, kv_row}, in_embd, 0.0f, v.type);
-    tensor(p + "attn_v.weight", {v.embd, kv_row}, in_embd, 0.0f, v.wide_type);
-    tensor(p + "attn_output.weight", {v.embd, v.embd}, in_embd, 0.0f, v.type);
-    tensor(p + "ffn_norm.weight", {v.embd}, 0.1f, 1.0f, kGgmlF32);
-    tensor(p + "ffn_gate.weight", {v.embd, v.ff}, in_embd, 0.0f, v.type);
-    tensor(p + "ffn_up.weight", {v.embd, v.ff}, in_embd, 0.0f, v.type);
-    tensor(p + "ffn_down.weight", {v.ff, v.embd},
-           1.0f / std::sqrt(static_cast<float>(v.ff)), 0.0f, v.wide_type);
-  }
-  tensor("output_norm.weight", {v.embd}, 0.1f, 1.0f, kGgmlF32);
-  tensor("output.weight", {v.embd, kVocab}, in_embd * 2.0f, 0.0f, v.wide_type);
   const std::string path = TmpDir() + "/" + v.name + ".gguf";
-  EXPECT_TRUE(w.WriteToFile(path).ok());
+  const absl::Status written = testing::WriteRandomLlama(
+      {.n_layer = kLayers,
+       .n_embd = v.embd,
+       .n_head = kHead,
+       .n_head_kv = kHeadKv,
+       .n_ff = v.ff,
+       .n_vocab = kVocab,
+       .type = v.type,
+       .wide_type = v.wide_type},
+      path);
+  EXPECT_TRUE(written.ok()) << written;
   return path;
 }
 
@@ -385,7 +334,9 @@ TEST_P(LlamaCheckTest, MatchesPyTorchLocalPipelinedTensorParallelRemote) {
           LlamaRunner::CreateRemote(**file, **client, device, options);
       ASSERT_TRUE(runner.ok()) << runner.status();
       // On the meta device Q/K/V, O, the FFN and the KV cache are split.
-      if (std::string(device) == "tp0") EXPECT_GT(split_tensors, 0);
+      if (std::string(device) == "tp0") {
+        EXPECT_GT(split_tensors, 0);
+      }
       Check(**runner, ref, v.bound, v.tokens_equal,
             absl::StrCat(v.name, " remote ", device));
     }
