@@ -5,12 +5,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "backend/cpu/cpu_device.h"
+#include "backend/cpu/simd_level.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
@@ -312,6 +316,43 @@ TEST(CpuStreamTest, ThreadedComputeMatchesSingleThread) {
         dot += static_cast<double>(va[i * kK + k]) * vb[j * kK + k];
       }
       EXPECT_NEAR(got[j * kM + i], dot, 1e-4 * (1 + std::abs(dot)));
+    }
+  }
+}
+
+// A NaN or an infinity among the activations of a quantized product comes
+// out as non-finite values in that column only (NaN for a NaN, as float
+// products give), at every SIMD level, never as a rounding of garbage.
+TEST(CpuStreamTest, QuantizedProductsCarryNonFiniteActivations) {
+  constexpr int kK = 512, kM = 6, kN = 3;
+  for (SimdLevel level : SupportedSimdLevels()) {
+    for (Type type : {Type::kQ8_0, Type::kQ4_0, Type::kQ4_K, Type::kQ6_K}) {
+      SCOPED_TRACE(absl::StrCat(std::string(SimdLevelName(level)), " ",
+                                std::string(TypeName(type))));
+      CpuDevice device({.name = "cpu0", .n_threads = 2, .max_simd = level});
+      Context ctx;
+      Tensor* a = ctx.NewTensor(type, {kK, kM}).value();
+      Tensor* b = ctx.NewTensor(Type::kF32, {kK, kN}).value();
+      Tensor* mm = MulMat(ctx, a, b).value();
+      Graph graph;
+      ASSERT_TRUE(graph.Expand(mm).ok());
+      std::unique_ptr<Buffer> buffer =
+          AllocTensors(device.buffer_type(), TensorsOf(graph)).value();
+      const std::vector<float> wa = Pattern(kK * kM, 7);
+      std::vector<uint8_t> qa(a->NumBytes());
+      RowFromFloat(type, wa.data(), qa.data(), kK * kM);
+      ASSERT_TRUE(buffer->SetTensor(*a, qa.data(), 0, qa.size()).ok());
+      std::vector<float> vb = Pattern(kK * kN, 8);
+      vb[0 * kK + 300] = std::numeric_limits<float>::quiet_NaN();
+      vb[1 * kK + 17] = std::numeric_limits<float>::infinity();
+      ASSERT_TRUE(buffer->SetTensor(*b, vb.data(), 0, vb.size() * 4).ok());
+      ASSERT_TRUE(ComputeOn(device, graph).ok());
+      const std::vector<float> got = ReadF32(*mm);
+      for (int i = 0; i < kM; ++i) {
+        EXPECT_TRUE(std::isnan(got[0 * kM + i])) << "row " << i;
+        EXPECT_FALSE(std::isfinite(got[1 * kM + i])) << "row " << i;
+        EXPECT_TRUE(std::isfinite(got[2 * kM + i])) << "row " << i;
+      }
     }
   }
 }
