@@ -244,6 +244,25 @@ absl::Status ComputeOn(CpuDevice& device, const Graph& graph) {
   return (*stream)->Compute(graph);
 }
 
+// A graph of one MUL_MAT, weights `a` of `type` (k x m) times F32 `b`
+// (k x n), every tensor in one buffer of `device`.
+struct OneProduct {
+  Context ctx;
+  Tensor* a;
+  Tensor* b;
+  Tensor* mm;
+  Graph graph;
+  std::unique_ptr<Buffer> buffer;
+
+  OneProduct(Device& device, Type type, int64_t k, int64_t m, int64_t n) {
+    a = ctx.NewTensor(type, {k, m}).value();
+    b = ctx.NewTensor(Type::kF32, {k, n}).value();
+    mm = MulMat(ctx, a, b).value();
+    EXPECT_TRUE(graph.Expand(mm).ok());
+    buffer = AllocTensors(device.buffer_type(), TensorsOf(graph)).value();
+  }
+};
+
 TEST(CpuStreamTest, ThreadedComputeMatchesSingleThread) {
   CpuDevice one(Options("cpu0", 1));
   CpuDevice three(Options("cpu1", 3));
@@ -330,24 +349,17 @@ TEST(CpuStreamTest, QuantizedProductsCarryNonFiniteActivations) {
       SCOPED_TRACE(absl::StrCat(std::string(SimdLevelName(level)), " ",
                                 std::string(TypeName(type))));
       CpuDevice device({.name = "cpu0", .n_threads = 2, .max_simd = level});
-      Context ctx;
-      Tensor* a = ctx.NewTensor(type, {kK, kM}).value();
-      Tensor* b = ctx.NewTensor(Type::kF32, {kK, kN}).value();
-      Tensor* mm = MulMat(ctx, a, b).value();
-      Graph graph;
-      ASSERT_TRUE(graph.Expand(mm).ok());
-      std::unique_ptr<Buffer> buffer =
-          AllocTensors(device.buffer_type(), TensorsOf(graph)).value();
+      OneProduct p(device, type, kK, kM, kN);
       const std::vector<float> wa = Pattern(kK * kM, 7);
-      std::vector<uint8_t> qa(a->NumBytes());
+      std::vector<uint8_t> qa(p.a->NumBytes());
       RowFromFloat(type, wa.data(), qa.data(), kK * kM);
-      ASSERT_TRUE(buffer->SetTensor(*a, qa.data(), 0, qa.size()).ok());
+      ASSERT_TRUE(p.buffer->SetTensor(*p.a, qa.data(), 0, qa.size()).ok());
       std::vector<float> vb = Pattern(kK * kN, 8);
       vb[0 * kK + 300] = std::numeric_limits<float>::quiet_NaN();
       vb[1 * kK + 17] = std::numeric_limits<float>::infinity();
-      ASSERT_TRUE(buffer->SetTensor(*b, vb.data(), 0, vb.size() * 4).ok());
-      ASSERT_TRUE(ComputeOn(device, graph).ok());
-      const std::vector<float> got = ReadF32(*mm);
+      ASSERT_TRUE(p.buffer->SetTensor(*p.b, vb.data(), 0, vb.size() * 4).ok());
+      ASSERT_TRUE(ComputeOn(device, p.graph).ok());
+      const std::vector<float> got = ReadF32(*p.mm);
       for (int i = 0; i < kM; ++i) {
         EXPECT_TRUE(std::isnan(got[0 * kM + i])) << "row " << i;
         EXPECT_FALSE(std::isfinite(got[1 * kM + i])) << "row " << i;
@@ -396,20 +408,15 @@ TEST(CpuStreamTest, HundredSmallNodes) {
 // past their linger, though they all still exist.
 TEST(CpuStreamTest, IdleStreamsCostNoThreads) {
   CpuDevice device(Options("cpu0", 2));
-  Context ctx;
   // 37 x 29 outputs of 64 products: worth splitting (CpuIsParallelWorthy).
   constexpr int kK = 64, kM = 37, kN = 29;
-  Tensor* a = ctx.NewTensor(Type::kF32, {kK, kM}).value();
-  Tensor* b = ctx.NewTensor(Type::kF32, {kK, kN}).value();
-  Tensor* mm = MulMat(ctx, a, b).value();
-  Graph graph;
-  ASSERT_TRUE(graph.Expand(mm).ok());
-  std::unique_ptr<Buffer> buffer =
-      AllocTensors(device.buffer_type(), TensorsOf(graph)).value();
+  OneProduct p(device, Type::kF32, kK, kM, kN);
+  Graph& graph = p.graph;
+  Tensor* mm = p.mm;
   const std::vector<float> va = Pattern(kK * kM, 6);
   const std::vector<float> vb = Pattern(kK * kN, 7);
-  ASSERT_TRUE(buffer->SetTensor(*a, va.data(), 0, va.size() * 4).ok());
-  ASSERT_TRUE(buffer->SetTensor(*b, vb.data(), 0, vb.size() * 4).ok());
+  ASSERT_TRUE(p.buffer->SetTensor(*p.a, va.data(), 0, va.size() * 4).ok());
+  ASSERT_TRUE(p.buffer->SetTensor(*p.b, vb.data(), 0, vb.size() * 4).ok());
   std::vector<double> want(kM * kN);
   for (int j = 0; j < kN; ++j) {
     for (int i = 0; i < kM; ++i) {
