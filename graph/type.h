@@ -35,6 +35,10 @@ bool IsValidType(int32_t value);
 // Traits of a valid type.
 const TypeTraits& Traits(Type type);
 inline std::string_view TypeName(Type type) { return Traits(type).name; }
+// Whether `type` is one of ggml's K-quants (Q4_K, Q5_K, Q6_K).
+inline bool IsKQuant(Type type) {
+  return type == Type::kQ4_K || type == Type::kQ5_K || type == Type::kQ6_K;
+}
 // Bytes of `n` values of `type`; `n` must be a multiple of the block size.
 size_t RowSize(Type type, int64_t n);
 // The alignment in bytes that kernels read a value (or block) of `type`

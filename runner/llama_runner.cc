@@ -171,12 +171,11 @@ absl::Status LlamaRunner::Upload() {
     // only a whole-tensor write carries (not the content cache); mirrored
     // ones go through the cache like any other.
     auto* remote = dynamic_cast<client::RemoteBuffer*>(t.buffer);
-    bool cached = remote != nullptr;
-    if (cached) {
-      TESSERA_ASSIGN_OR_RETURN(const bool split, remote->IsSplit(t));
-      cached = !split;
+    bool split = false;
+    if (remote != nullptr) {
+      TESSERA_ASSIGN_OR_RETURN(split, remote->IsSplit(t));
     }
-    if (cached) {
+    if (remote != nullptr && !split) {
       TESSERA_ASSIGN_OR_RETURN(v1::TensorRef ref, remote->RefOf(t));
       TESSERA_RETURN_IF_ERROR(
           remote->client().WriteTensorCached(ref, data.data(), data.size()));

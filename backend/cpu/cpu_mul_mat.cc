@@ -203,10 +203,6 @@ QuantMatMulFn QuantKernel(const CpuKernels& kernels, Type type) {
   }
 }
 
-bool IsKQuant(Type type) {
-  return type == Type::kQ4_K || type == Type::kQ5_K || type == Type::kQ6_K;
-}
-
 // Bytes of one quantized activation row for weights of `type`.
 size_t ActBytesFor(Type type, int64_t k) {
   return IsKQuant(type) ? KActRowBytes(k) : ActRowBytes(k);

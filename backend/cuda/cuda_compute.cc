@@ -40,9 +40,7 @@ bool Valid(const Tensor* t) {
 // The kernels read K-quants (Q4_K, Q5_K, Q6_K) but have no K-quant
 // quantizer: no node but a view writes one.
 bool WritesKQuant(const Tensor& node) {
-  return !IsViewOp(node.op) &&
-         (node.type == Type::kQ4_K || node.type == Type::kQ5_K ||
-          node.type == Type::kQ6_K);
+  return !IsViewOp(node.op) && IsKQuant(node.type);
 }
 
 // Every dimension and the row count below 2^31.
