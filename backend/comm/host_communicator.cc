@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -100,9 +103,14 @@ void CopyToAll(const char* src, const Pointers& dsts, size_t bytes) {
   }
 }
 
-Pointers DataOf(absl::Span<Tensor* const> tensors) {
+// The pointers map(0), ..., map(n - 1), or the first error.
+template <typename MapFn>
+absl::StatusOr<Pointers> MapEach(int n, MapFn map) {
   Pointers data;
-  for (Tensor* t : tensors) data.push_back(static_cast<char*>(t->data));
+  for (int i = 0; i < n; ++i) {
+    TESSERA_ASSIGN_OR_RETURN(char* d, map(i));
+    data.push_back(d);
+  }
   return data;
 }
 
@@ -119,6 +127,15 @@ struct HostCommunicator::Collective {
   absl::Status status;
   int parts = 1;
   PartFn run;
+  // The host copy of a staged tensor.
+  struct Staged {
+    int rank;
+    Tensor* tensor;
+    std::unique_ptr<char[]> host;
+    bool read;
+    bool write;
+  };
+  std::vector<Staged> staged;
 };
 
 absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
@@ -141,11 +158,6 @@ absl::StatusOr<std::unique_ptr<HostCommunicator>> HostCommunicator::Create(
     if (!device->Props().caps.events) {
       return absl::InvalidArgumentError(
           absl::StrCat(kWhere, " device ", device->name(), " has no events"));
-    }
-    if (!device->buffer_type().is_host()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kWhere, " the memory of device ", device->name(),
-                       " is not host memory"));
     }
   }
   std::unique_ptr<HostCommunicator> comm(new HostCommunicator(
@@ -178,29 +190,40 @@ HostCommunicator::~HostCommunicator() {
   for (std::thread& helper : helpers_) helper.join();
 }
 
-absl::Status HostCommunicator::CheckHost(absl::Span<Tensor* const> tensors,
-                                         absl::string_view role,
-                                         absl::string_view where) const {
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!tensors[i]->buffer->type().is_host()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, " ", role, " tensor of rank ", i, " (",
-                       Describe(*tensors[i]), ") is not in host memory"));
-    }
+std::unique_ptr<HostCommunicator::Collective> HostCommunicator::NewCollective(
+    absl::string_view where) {
+  auto collective = std::make_unique<Collective>();
+  collective->where = std::string(where);
+  return collective;
+}
+
+absl::StatusOr<char*> HostCommunicator::Map(Collective& collective, int rank,
+                                            Tensor* t, bool read, bool write) {
+  if (t->buffer->type().is_host()) return static_cast<char*>(t->data);
+  std::unique_ptr<char[]> host(new (std::nothrow) char[t->NumBytes()]);
+  if (host == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        collective.where, " cannot allocate ", t->NumBytes(),
+        " bytes to stage the tensor of rank ", rank, " (", Describe(*t), ")"));
   }
-  return absl::OkStatus();
+  char* data = host.get();
+  collective.staged.push_back({rank, t, std::move(host), read, write});
+  return data;
 }
 
 absl::Status HostCommunicator::AllReduce(absl::Span<Stream* const> streams,
                                          absl::Span<Tensor* const> tensors) {
   constexpr absl::string_view kWhere = "[HostCommunicator::AllReduce]";
   TESSERA_RETURN_IF_ERROR(CheckAllReduceArgs(*this, streams, tensors, kWhere));
-  TESSERA_RETURN_IF_ERROR(CheckHost(tensors, "tensor", kWhere));
   const Type type = tensors[0]->type;
   const uint64_t count = tensors[0]->NumElements();
   const size_t elem_size = RowSize(type, 1);
-  Pointers data = DataOf(tensors);
-  return Enqueue(kWhere, streams, PartsFor(count * elem_size, size()),
+  std::unique_ptr<Collective> collective = NewCollective(kWhere);
+  TESSERA_ASSIGN_OR_RETURN(Pointers data, MapEach(size(), [&](int i) {
+                             return Map(*collective, i, tensors[i], true, true);
+                           }));
+  return Enqueue(std::move(collective), streams,
+                 PartsFor(count * elem_size, size()),
                  [type, count, elem_size, data](int part, int parts) {
                    auto [begin, end] =
                        PartRange(count, part, parts, kPartAlign / elem_size);
@@ -216,14 +239,17 @@ absl::Status HostCommunicator::AllGather(absl::Span<Stream* const> streams,
   constexpr absl::string_view kWhere = "[HostCommunicator::AllGather]";
   TESSERA_RETURN_IF_ERROR(
       CheckAllGatherArgs(*this, streams, send, recv, kWhere));
-  TESSERA_RETURN_IF_ERROR(CheckHost(send, "send", kWhere));
-  TESSERA_RETURN_IF_ERROR(CheckHost(recv, "recv", kWhere));
   const uint64_t block = send[0]->NumBytes();
   const uint64_t total = block * size();
-  Pointers sends = DataOf(send);
-  Pointers recvs = DataOf(recv);
+  std::unique_ptr<Collective> collective = NewCollective(kWhere);
+  TESSERA_ASSIGN_OR_RETURN(Pointers sends, MapEach(size(), [&](int i) {
+                             return Map(*collective, i, send[i], true, false);
+                           }));
+  TESSERA_ASSIGN_OR_RETURN(Pointers recvs, MapEach(size(), [&](int i) {
+                             return Map(*collective, i, recv[i], false, true);
+                           }));
   // Part p copies bytes [begin, end) of the concatenation to every rank.
-  return Enqueue(kWhere, streams, PartsFor(total, size()),
+  return Enqueue(std::move(collective), streams, PartsFor(total, size()),
                  [block, total, sends, recvs](int part, int parts) {
                    auto [begin, end] =
                        PartRange(total, part, parts, kPartAlign);
@@ -245,18 +271,21 @@ absl::Status HostCommunicator::ReduceScatter(absl::Span<Stream* const> streams,
   constexpr absl::string_view kWhere = "[HostCommunicator::ReduceScatter]";
   TESSERA_RETURN_IF_ERROR(
       CheckReduceScatterArgs(*this, streams, send, recv, kWhere));
-  TESSERA_RETURN_IF_ERROR(CheckHost(send, "send", kWhere));
-  TESSERA_RETURN_IF_ERROR(CheckHost(recv, "recv", kWhere));
   const Type type = send[0]->type;
   const size_t elem_size = RowSize(type, 1);
   const uint64_t block = recv[0]->NumElements();
   const uint64_t total = block * size();
-  Pointers sends = DataOf(send);
-  Pointers recvs = DataOf(recv);
+  std::unique_ptr<Collective> collective = NewCollective(kWhere);
+  TESSERA_ASSIGN_OR_RETURN(Pointers sends, MapEach(size(), [&](int i) {
+                             return Map(*collective, i, send[i], true, false);
+                           }));
+  TESSERA_ASSIGN_OR_RETURN(Pointers recvs, MapEach(size(), [&](int i) {
+                             return Map(*collective, i, recv[i], false, true);
+                           }));
   // Part p sums elements [begin, end) of the send tensors (several blocks,
   // or part of one) into the receive tensors they belong to.
   return Enqueue(
-      kWhere, streams, PartsFor(total * elem_size, size()),
+      std::move(collective), streams, PartsFor(total * elem_size, size()),
       [type, elem_size, block, total, sends, recvs](int part, int parts) {
         auto [begin, end] =
             PartRange(total, part, parts, kPartAlign / elem_size);
@@ -279,24 +308,26 @@ absl::Status HostCommunicator::Broadcast(absl::Span<Stream* const> streams,
   constexpr absl::string_view kWhere = "[HostCommunicator::Broadcast]";
   TESSERA_RETURN_IF_ERROR(
       CheckBroadcastArgs(*this, streams, root, tensors, kWhere));
-  TESSERA_RETURN_IF_ERROR(CheckHost(tensors, "tensor", kWhere));
   const uint64_t total = tensors[0]->NumBytes();
-  Pointers data = DataOf(tensors);
-  return Enqueue(kWhere, streams, PartsFor(total * (size() - 1), size()),
-                 [root, total, data](int part, int parts) {
-                   auto [begin, end] =
-                       PartRange(total, part, parts, kPartAlign);
-                   Pointers dsts;
-                   for (char* d : data) dsts.push_back(d + begin);
-                   CopyToAll(data[root] + begin, dsts, end - begin);
-                 });
+  std::unique_ptr<Collective> collective = NewCollective(kWhere);
+  TESSERA_ASSIGN_OR_RETURN(Pointers data, MapEach(size(), [&](int i) {
+                             return Map(*collective, i, tensors[i], i == root,
+                                        i != root);
+                           }));
+  return Enqueue(
+      std::move(collective), streams, PartsFor(total * (size() - 1), size()),
+      [root, total, data](int part, int parts) {
+        auto [begin, end] = PartRange(total, part, parts, kPartAlign);
+        Pointers dsts;
+        for (char* d : data) dsts.push_back(d + begin);
+        CopyToAll(data[root] + begin, dsts, end - begin);
+      });
 }
 
-absl::Status HostCommunicator::Enqueue(absl::string_view where,
+absl::Status HostCommunicator::Enqueue(std::unique_ptr<Collective> collective,
                                        absl::Span<Stream* const> streams,
                                        int parts, PartFn run) {
-  auto collective = std::make_unique<Collective>();
-  collective->where = std::string(where);
+  const std::string where = collective->where;
   collective->parts = parts;
   collective->run = std::move(run);
   // Every event is created before anything is queued, so that a failure
@@ -367,28 +398,60 @@ void HostCommunicator::Run(Collective& collective) {
                        ") failed before the collective: ", member.message()));
     }
   }
-  // Step 3: the worker runs part 0, helpers 1 .. parts - 1.
-  if (status.ok()) {
-    const int parts = collective.parts;
-    if (parts > 1) {
-      absl::MutexLock lock(&team_mu_);
-      team_fn_ = &collective.run;
-      team_parts_ = parts;
-      team_pending_ = parts - 1;
-      ++team_generation_;
-    }
-    collective.run(0, parts);
-    if (parts > 1) {
-      absl::MutexLock lock(&team_mu_);
-      auto finished = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(team_mu_) {
-        return team_pending_ == 0;
-      };
-      team_mu_.Await(absl::Condition(&finished));
-      team_fn_ = nullptr;
-    }
-  }
-  // Step 4.
+  if (status.ok()) status = Stage(collective, /*in=*/true);
+  // Step 4: the worker runs part 0, helpers 1 .. parts - 1.
+  if (status.ok()) RunParts(collective.run, collective.parts);
+  if (status.ok()) status = Stage(collective, /*in=*/false);
+  // Step 6.
   for (auto& [event, ticket] : collective.done) event->Complete(ticket, status);
+}
+
+absl::Status HostCommunicator::Stage(Collective& collective, bool in) {
+  if (collective.staged.empty()) return absl::OkStatus();
+  std::vector<absl::Status> failures(size());
+  PartFn stage = [&](int rank, int) {
+    for (Collective::Staged& s : collective.staged) {
+      if (s.rank != rank || !(in ? s.read : s.write)) continue;
+      Tensor& t = *s.tensor;
+      absl::Status status =
+          in ? t.buffer->GetTensor(t, s.host.get(), 0, t.NumBytes())
+             : t.buffer->SetTensor(t, s.host.get(), 0, t.NumBytes());
+      if (!status.ok()) {
+        failures[rank] =
+            absl::Status(status.code(),
+                         absl::StrCat(collective.where, " cannot ",
+                                      in ? "read the tensor of rank "
+                                         : "write the tensor of rank ",
+                                      rank, " (", devices_[rank]->name(), ", ",
+                                      Describe(t), "): ", status.message()));
+        return;
+      }
+    }
+  };
+  RunParts(stage, size());
+  for (const absl::Status& failure : failures) {
+    if (!failure.ok()) return failure;
+  }
+  return absl::OkStatus();
+}
+
+void HostCommunicator::RunParts(PartFn& fn, int parts) {
+  if (parts > 1) {
+    absl::MutexLock lock(&team_mu_);
+    team_fn_ = &fn;
+    team_parts_ = parts;
+    team_pending_ = parts - 1;
+    ++team_generation_;
+  }
+  fn(0, parts);
+  if (parts > 1) {
+    absl::MutexLock lock(&team_mu_);
+    auto finished = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(team_mu_) {
+      return team_pending_ == 0;
+    };
+    team_mu_.Await(absl::Condition(&finished));
+    team_fn_ = nullptr;
+  }
 }
 
 void HostCommunicator::HelperLoop(int index) {

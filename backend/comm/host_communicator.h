@@ -23,10 +23,13 @@
 
 namespace tessera {
 
-// The in-process Communicator for members whose memory is host memory (CPU
-// devices): the CPU reads and writes every rank's tensors directly. Uses
-// only the device API. Contract: backend/comm/communicator.h; tensors must
-// also lie in host memory (BufferType::is_host), else INVALID_ARGUMENT.
+// The in-process Communicator whose collectives the host CPU runs. Uses
+// only the device API. Contract: backend/comm/communicator.h. Members'
+// tensors in host memory (BufferType::is_host, e.g. CPU devices) are read
+// and written in place; the tensors of members whose memory the host cannot
+// address (a RemoteDevice's, e.g. members on other daemons) are staged:
+// read into host memory with Buffer::GetTensor before the collective and
+// written back with Buffer::SetTensor after it, one thread per rank.
 //
 // How a collective runs:
 //   1. The call records a new event of each member's device on its stream,
@@ -36,21 +39,24 @@ namespace tessera {
 //   2. The worker waits for every recorded event. If a member's event
 //      reports an error, the collective fails with a status naming the
 //      member, and moves no data.
-//   3. Otherwise the worker and size() - 1 helper threads each move one
-//      contiguous part of the bytes for all ranks (reductions: each thread
-//      sums its part across every rank into a small F32 tile, then stores
-//      the rounded sum to every rank), and meet at a barrier.
-//   4. The worker completes each stream's ticket with the collective's
-//      status; a failure becomes the stream's sticky status.
+//   3. Staged tensors the collective reads are read into host memory.
+//   4. The worker and size() - 1 helper threads each move one contiguous
+//      part of the bytes for all ranks (reductions: each thread sums its
+//      part across every rank into a small F32 tile, then stores the
+//      rounded sum to every rank), and meet at a barrier.
+//   5. Staged tensors the collective writes are written back.
+//   6. The worker completes each stream's ticket with the collective's
+//      status; a failure (also of a staged read or write, naming the rank)
+//      becomes the stream's sticky status.
 // Resources: size() threads for the communicator's life, one TicketEvent
-// per distinct stream it was called with, and one event per rank per call
-// in flight.
+// per distinct stream it was called with, and per call in flight one event
+// per rank and host copies of its staged tensors.
 class HostCommunicator final : public Communicator {
  public:
   // A communicator over `devices` (rank i = devices[i]).
   // Errors: INVALID_ARGUMENT for no devices, a null or repeated device, or
-  // a device without events or whose memory is not host memory;
-  // RESOURCE_EXHAUSTED when a thread cannot be started.
+  // a device without events; RESOURCE_EXHAUSTED when a thread cannot be
+  // started.
   static absl::StatusOr<std::unique_ptr<HostCommunicator>> Create(
       absl::Span<Device* const> devices);
   // Runs the collectives queued so far, then joins the threads. The member
@@ -79,16 +85,28 @@ class HostCommunicator final : public Communicator {
   struct Collective;
 
   explicit HostCommunicator(std::vector<Device*> devices);
-  // Checks that every tensor is in host memory.
-  absl::Status CheckHost(absl::Span<Tensor* const> tensors,
-                         absl::string_view role, absl::string_view where) const;
-  // Step 1: records, waits and queues `run` split in `parts` parts.
-  absl::Status Enqueue(absl::string_view name,
+  // A new collective named `where`.
+  static std::unique_ptr<Collective> NewCollective(absl::string_view where);
+  // The host address at which `collective` moves the bytes of `t`, rank
+  // `rank`'s tensor: t->data in host memory, else a staging copy, read from
+  // `t` in step 3 if `read` and written back in step 5 if `write`.
+  // Errors: RESOURCE_EXHAUSTED when the copy cannot be allocated.
+  static absl::StatusOr<char*> Map(Collective& collective, int rank, Tensor* t,
+                                   bool read, bool write);
+  // Step 1: records, waits and queues `collective`, whose `run` moves the
+  // bytes in `parts` parts.
+  absl::Status Enqueue(std::unique_ptr<Collective> collective,
                        absl::Span<Stream* const> streams, int parts,
                        PartFn run);
-  // Steps 2 to 4, on the worker.
+  // Steps 2 to 6, on the worker.
   void WorkerLoop();
   void Run(Collective& collective);
+  // Steps 3 and 5: reads (`in`) or writes back the staged tensors, one
+  // rank per part. Returns the first failure, naming its rank.
+  absl::Status Stage(Collective& collective, bool in);
+  // Runs `fn` in `parts` parts (at most size()): part 0 on the calling
+  // worker, the others on the helpers; returns when all are done.
+  void RunParts(PartFn& fn, int parts);
   // The helper thread that runs part `index` of each collective.
   void HelperLoop(int index);
 
