@@ -117,8 +117,9 @@ absl::Status CheckDisjoint(const std::vector<Placed>& tensors,
 }
 
 // `small[j]` and `large[i]` share no bytes, except small[i] lying exactly at
-// block i of large[i] (the in-place form). The roles name them in errors.
-absl::Status CheckInPlaceOnly(const std::vector<Placed>& small,
+// block first_rank + i of large[i] (the in-place form). The roles name them
+// in errors.
+absl::Status CheckInPlaceOnly(int first_rank, const std::vector<Placed>& small,
                               absl::string_view small_role,
                               const std::vector<Placed>& large,
                               absl::string_view large_role,
@@ -126,7 +127,8 @@ absl::Status CheckInPlaceOnly(const std::vector<Placed>& small,
   for (size_t i = 0; i < large.size(); ++i) {
     for (size_t j = 0; j < small.size(); ++j) {
       if (!Overlap(large[i], small[j])) continue;
-      if (i == j && small[j].offset == large[i].offset + i * small[j].bytes) {
+      if (i == j && small[j].offset ==
+                        large[i].offset + (first_rank + i) * small[j].bytes) {
         continue;
       }
       return Invalid(
@@ -178,13 +180,14 @@ absl::Status CheckAllGatherArgs(const Communicator& comm,
       auto placed,
       CheckSendRecv(comm, streams, send, recv, /*reduced=*/false, where));
   const auto& [sends, recvs] = placed;
-  if (recvs[0].bytes != sends[0].bytes * comm.size()) {
+  if (recvs[0].bytes != sends[0].bytes * comm.ranks()) {
     return Invalid(where, absl::StrCat("recv tensors have ", recvs[0].bytes,
-                                       " bytes, not ", comm.size(), " x ",
+                                       " bytes, not ", comm.ranks(), " x ",
                                        sends[0].bytes));
   }
   TESSERA_RETURN_IF_ERROR(CheckDisjoint(recvs, "recv", where));
-  return CheckInPlaceOnly(sends, "send", recvs, "recv", where);
+  return CheckInPlaceOnly(comm.first_rank(), sends, "send", recvs, "recv",
+                          where);
 }
 
 absl::Status CheckReduceScatterArgs(const Communicator& comm,
@@ -192,9 +195,8 @@ absl::Status CheckReduceScatterArgs(const Communicator& comm,
                                     absl::Span<Tensor* const> send,
                                     absl::Span<Tensor* const> recv,
                                     absl::string_view where) {
-  TESSERA_ASSIGN_OR_RETURN(
-      auto placed,
-      CheckSendRecv(comm, streams, send, recv, /*reduced=*/true, where));
+  TESSERA_ASSIGN_OR_RETURN(auto placed, CheckSendRecv(comm, streams, send, recv,
+                                                      /*reduced=*/true, where));
   const auto& [sends, recvs] = placed;
   if (recv[0]->type != send[0]->type) {
     return Invalid(
@@ -202,14 +204,15 @@ absl::Status CheckReduceScatterArgs(const Communicator& comm,
         absl::StrCat("recv tensors are ", std::string(TypeName(recv[0]->type)),
                      ", send tensors ", std::string(TypeName(send[0]->type))));
   }
-  if (send[0]->NumElements() != recv[0]->NumElements() * comm.size()) {
+  if (send[0]->NumElements() != recv[0]->NumElements() * comm.ranks()) {
     return Invalid(where,
                    absl::StrCat("send tensors have ", send[0]->NumElements(),
-                                " elements, not ", comm.size(), " x ",
+                                " elements, not ", comm.ranks(), " x ",
                                 recv[0]->NumElements()));
   }
   TESSERA_RETURN_IF_ERROR(CheckDisjoint(recvs, "recv", where));
-  return CheckInPlaceOnly(recvs, "recv", sends, "send", where);
+  return CheckInPlaceOnly(comm.first_rank(), recvs, "recv", sends, "send",
+                          where);
 }
 
 absl::Status CheckBroadcastArgs(const Communicator& comm,
@@ -217,9 +220,9 @@ absl::Status CheckBroadcastArgs(const Communicator& comm,
                                 absl::Span<Tensor* const> tensors,
                                 absl::string_view where) {
   TESSERA_RETURN_IF_ERROR(CheckStreams(comm, streams, where));
-  if (root < 0 || root >= comm.size()) {
+  if (root < 0 || root >= comm.ranks()) {
     return Invalid(
-        where, absl::StrCat("root ", root, " is not a rank of ", comm.size()));
+        where, absl::StrCat("root ", root, " is not a rank of ", comm.ranks()));
   }
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<Placed> placed,

@@ -53,6 +53,16 @@ class Communicator {
   // The device of `rank`, 0 <= rank < size().
   virtual Device& device(int rank) const = 0;
 
+  // A communicator may hold only some ranks of a group that spans
+  // processes (NcclCommunicator::Join): its size() members are then ranks
+  // first_rank() .. first_rank() + size() - 1 of a group of ranks(). The
+  // calls still take one stream and tensor (pair) per member; what counts
+  // ranks counts the group's: AllGather's and ReduceScatter's blocks (N is
+  // ranks()), their in-place block (that of the member's group rank) and
+  // Broadcast's root (a group rank; the other processes call too).
+  virtual int ranks() const { return size(); }
+  virtual int first_rank() const { return 0; }
+
   // In place: every rank's `tensors[i]` becomes the element-wise sum of
   // all ranks' tensors. Tensors have the same type and shape on every
   // rank.

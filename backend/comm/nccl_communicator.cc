@@ -1,6 +1,10 @@
 #include "backend/comm/nccl_communicator.h"
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
+#include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -81,16 +85,85 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   }
   std::vector<NcclComm> comms;
   for (ncclComm_t comm : raw) comms.emplace_back(comm);
-  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
-      std::vector<Device*>(devices.begin(), devices.end()),
-      std::vector<int>(ordinals.begin(), ordinals.end()), std::move(comms)));
+  const int ranks = static_cast<int>(devices.size());
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(std::vector<Device*>(devices.begin(), devices.end()),
+                           std::vector<int>(ordinals.begin(), ordinals.end()),
+                           std::move(comms), ranks, /*first_rank=*/0));
+}
+
+absl::StatusOr<std::string> NcclCommunicator::NewGroupId() {
+  ncclUniqueId id;
+  const ncclResult_t result = ncclGetUniqueId(&id);
+  if (result != ncclSuccess) {
+    return NcclError(result, "[NcclCommunicator::NewGroupId]",
+                     "ncclGetUniqueId");
+  }
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(
+    Device* device, int ordinal, absl::string_view id, int ranks, int rank,
+    absl::Duration timeout) {
+  constexpr absl::string_view kWhere = "[NcclCommunicator::Join]";
+  ncclUniqueId unique;
+  if (device == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(kWhere, " null device"));
+  }
+  if (id.size() != sizeof(unique.internal)) {
+    return absl::InvalidArgumentError(absl::StrCat(kWhere, " a group id has ",
+                                                   sizeof(unique.internal),
+                                                   " bytes, not ", id.size()));
+  }
+  if (ranks < 1 || rank < 0 || rank >= ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhere, " rank ", rank, " of ", ranks));
+  }
+  std::memcpy(unique.internal, id.data(), id.size());
+  if (const cudaError_t e = cudaSetDevice(ordinal); e != cudaSuccess) {
+    return absl::UnavailableError(absl::StrCat(kWhere, " CUDA device ", ordinal,
+                                               ": ", cudaGetErrorString(e)));
+  }
+  // Non-blocking, so that a group whose other ranks never come is given up.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t raw = nullptr;
+  ncclResult_t result =
+      ncclCommInitRankConfig(&raw, ranks, unique, rank, &config);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (result == ncclInProgress || result == ncclSuccess) {
+    ncclResult_t state = ncclSuccess;
+    result = ncclCommGetAsyncError(raw, &state);
+    if (result == ncclSuccess) result = state;
+    if (result != ncclInProgress) break;
+    if (absl::Now() >= deadline) {
+      (void)ncclCommAbort(raw);
+      return absl::DeadlineExceededError(
+          absl::StrCat(kWhere, " rank ", rank, " of ", ranks,
+                       ": the other ranks did not "
+                       "join within ",
+                       absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (result != ncclSuccess) {
+    if (raw != nullptr) (void)ncclCommAbort(raw);
+    return NcclError(result, kWhere, "ncclCommInitRankConfig");
+  }
+  std::vector<NcclComm> comms;
+  comms.emplace_back(raw);
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator({device}, {ordinal}, std::move(comms), ranks, rank));
 }
 
 NcclCommunicator::NcclCommunicator(std::vector<Device*> devices,
                                    std::vector<int> ordinals,
-                                   std::vector<NcclComm> comms)
+                                   std::vector<NcclComm> comms, int ranks,
+                                   int first_rank)
     : devices_(std::move(devices)),
       ordinals_(std::move(ordinals)),
+      ranks_(ranks),
+      first_rank_(first_rank),
       comms_(std::move(comms)) {}
 
 NcclCommunicator::~NcclCommunicator() = default;
@@ -193,6 +266,35 @@ absl::Status NcclCommunicator::CheckAsyncError() {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::Await(absl::Span<Stream* const> streams,
+                                     absl::Duration timeout) {
+  constexpr absl::string_view kWhere = "[NcclCommunicator::Await]";
+  TESSERA_ASSIGN_OR_RETURN(std::vector<NativeCudaStream*> native,
+                           NativeStreams(streams, kWhere));
+  const absl::Time deadline = absl::Now() + timeout;
+  for (NativeCudaStream* stream : native) {
+    while (true) {
+      const cudaError_t query = cudaStreamQuery(stream->cuda_stream());
+      if (query != cudaErrorNotReady) break;  // done, or failed
+      TESSERA_RETURN_IF_ERROR(CheckAsyncError());
+      if (absl::Now() >= deadline) {
+        const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
+            kWhere, " a collective of rank ", first_rank_, " of ", ranks_,
+            " did not finish within ", absl::FormatDuration(timeout),
+            " (a rank of the group gone?)"));
+        {
+          absl::MutexLock lock(&mu_);
+          if (fatal_.ok()) AbortLocked(status);
+        }
+        for (NativeCudaStream* s : native) s->Fail(status);
+        return status;
+      }
+      absl::SleepFor(absl::Microseconds(50));
+    }
+  }
+  return CheckAsyncError();
 }
 
 absl::Status NcclCommunicator::AllReduce(absl::Span<Stream* const> streams,

@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -12,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "backend/comm/communicator.h"
 #include "backend/comm/native_cuda_stream.h"
@@ -27,9 +29,10 @@ struct NcclCommDestroyer {
 // An owned NCCL communicator; ncclCommAbort(ptr.release()) aborts it.
 using NcclComm = std::unique_ptr<ncclComm, NcclCommDestroyer>;
 
-// The Communicator for CUDA members of one process, over NCCL
-// (ncclCommInitAll). Contract: backend/comm/communicator.h, with these
-// specifics:
+// The Communicator for CUDA members over NCCL: all ranks of a group in one
+// process (Create, ncclCommInitAll), or one rank of a group that spans
+// processes, e.g. daemons (Join, ncclCommInitRank with an id one of them
+// made). Contract: backend/comm/communicator.h, with these specifics:
 //   - every member stream must implement NativeCudaStream (else
 //     INVALID_ARGUMENT), on the rank's CUDA ordinal; tensors must lie in
 //     buffers of the rank's device;
@@ -54,6 +57,20 @@ class NcclCommunicator final : public Communicator {
   // when NCCL cannot initialize (e.g. no GPU).
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
       absl::Span<Device* const> devices, absl::Span<const int> ordinals);
+
+  // A new group id (ncclGetUniqueId, NCCL_UNIQUE_ID_BYTES bytes): one
+  // process makes it and gives it to every process that joins the group.
+  // Errors: as NCCL's (e.g. UNAVAILABLE without a network interface).
+  static absl::StatusOr<std::string> NewGroupId();
+  // Rank `rank` of a group of `ranks` made with `id` (NewGroupId's bytes),
+  // spanning processes; its one member is `device`, CUDA ordinal `ordinal`.
+  // Blocks until every rank has joined or `timeout` passes (the attempt is
+  // then aborted: DEADLINE_EXCEEDED). Errors: INVALID_ARGUMENT for a null
+  // device, an id of another size, ranks < 1 or a rank outside [0, ranks);
+  // NCCL's as Create's.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Join(
+      Device* device, int ordinal, absl::string_view id, int ranks, int rank,
+      absl::Duration timeout);
   // Destroys the NCCL communicators (their queued operations finish first).
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
@@ -61,6 +78,8 @@ class NcclCommunicator final : public Communicator {
 
   int size() const override { return static_cast<int>(devices_.size()); }
   Device& device(int rank) const override { return *devices_[rank]; }
+  int ranks() const override { return ranks_; }
+  int first_rank() const override { return first_rank_; }
 
   absl::Status AllReduce(absl::Span<Stream* const> streams,
                          absl::Span<Tensor* const> tensors) override;
@@ -76,13 +95,20 @@ class NcclCommunicator final : public Communicator {
   // Polls every NCCL communicator for an asynchronous error; a fatal one
   // aborts them as above. Returns it, or OK.
   absl::Status CheckAsyncError();
+  // Waits until the CUDA work queued on `streams` (members' streams, as in
+  // the calls) is done, polling for asynchronous errors meanwhile. A
+  // collective whose peers do not come within `timeout` (a process of the
+  // group gone) is aborted as a fatal error, which fails the streams' work
+  // in flight: DEADLINE_EXCEEDED. Returns the first error, or OK; the
+  // streams' own Synchronize then returns their sticky status.
+  absl::Status Await(absl::Span<Stream* const> streams, absl::Duration timeout);
 
  private:
   // Enqueues the operation of one rank: (rank, its stream) -> NCCL result.
   using RankOp = absl::FunctionRef<ncclResult_t(int, CUstream_st*)>;
 
   NcclCommunicator(std::vector<Device*> devices, std::vector<int> ordinals,
-                   std::vector<NcclComm> comms);
+                   std::vector<NcclComm> comms, int ranks, int first_rank);
   // The members' NativeCudaStreams, after the argument checks. Errors:
   // INVALID_ARGUMENT.
   absl::StatusOr<std::vector<NativeCudaStream*>> NativeStreams(
@@ -101,6 +127,8 @@ class NcclCommunicator final : public Communicator {
   // Constant after construction.
   const std::vector<Device*> devices_;
   const std::vector<int> ordinals_;
+  const int ranks_;
+  const int first_rank_;
 
   // Serializes calls (NCCL groups must not interleave) and guards the
   // communicators' life.

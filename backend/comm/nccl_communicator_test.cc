@@ -10,14 +10,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/buffer.h"
+#include "absl/time/time.h"
 #include "backend/alloc/tensor_allocator.h"
+#include "backend/buffer.h"
 #include "backend/comm/native_cuda_stream.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/device.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
+#include "graph/type.h"
 #include "gtest/gtest.h"
 
 namespace tessera {
@@ -243,6 +245,65 @@ TEST(NcclCommunicatorTest, OneRankAllReduceOnACudaDeviceStream) {
   for (int64_t i = 0; i < kCount; ++i) {
     ASSERT_EQ(out[i], 3.0f * in[i]) << "at " << i;
   }
+}
+
+TEST(NcclCommunicatorTest, JoinRejectsBadArgumentsWithoutTouchingNccl) {
+  RawCudaDevice device;
+  const std::string id(128, 'x');
+  const absl::Duration timeout = absl::Seconds(1);
+  EXPECT_EQ(NcclCommunicator::Join(nullptr, 0, id, 1, 0, timeout)
+                .status()
+                .code(),
+            kInvalid);
+  EXPECT_EQ(NcclCommunicator::Join(&device, 0, "short", 1, 0, timeout)
+                .status()
+                .code(),
+            kInvalid);
+  EXPECT_EQ(NcclCommunicator::Join(&device, 0, id, 2, 2, timeout)
+                .status()
+                .code(),
+            kInvalid);
+  EXPECT_EQ(NcclCommunicator::Join(&device, 0, id, 0, 0, timeout)
+                .status()
+                .code(),
+            kInvalid);
+}
+
+// A group of one rank made the way daemons make theirs: an id, then Join.
+// Its blocks count the group's ranks; a group whose second rank never
+// joins is given up after the timeout.
+TEST(NcclCommunicatorTest, JoinedGroupOfOneRank) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA GPU";
+  RawCudaDevice device;
+  const std::string id = NcclCommunicator::NewGroupId().value();
+  std::unique_ptr<NcclCommunicator> comm =
+      NcclCommunicator::Join(&device, 0, id, 1, 0, absl::Seconds(30)).value();
+  EXPECT_EQ(comm->ranks(), 1);
+  EXPECT_EQ(comm->first_rank(), 0);
+  RawCudaStream stream(device);
+  std::vector<Stream*> streams = {&stream};
+
+  Context ctx;
+  Tensor* t = ctx.NewTensor(Type::kF16, {4097}).value();
+  std::unique_ptr<Buffer> buffer =
+      device.buffer_type().Alloc(t->NumBytes()).value();
+  t->buffer = buffer.get();
+  t->data = buffer->base();
+  std::vector<uint16_t> in(4097);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = Fp32ToFp16(0.5f * (i % 9));
+  ASSERT_TRUE(buffer->SetTensor(*t, in.data(), 0, t->NumBytes()).ok());
+  ASSERT_TRUE(comm->AllReduce(streams, {t}).ok());
+  ASSERT_TRUE(comm->Await(streams, absl::Seconds(30)).ok());
+  ASSERT_TRUE(stream.Synchronize().ok());
+  std::vector<uint16_t> out(in.size());
+  ASSERT_TRUE(buffer->GetTensor(*t, out.data(), 0, t->NumBytes()).ok());
+  EXPECT_EQ(out, in);
+
+  const std::string lonely = NcclCommunicator::NewGroupId().value();
+  const absl::Status status =
+      NcclCommunicator::Join(&device, 0, lonely, 2, 0, absl::Seconds(2))
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
 }
 
 }  // namespace
