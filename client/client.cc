@@ -6,11 +6,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "client/bearer_token.h"
 #include "client/borrowed_slices.h"
 #include "client/graph_encoder.h"
 #include "client/raw_stream_call.h"
-#include "base/status_macros.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/chunk_wire.h"
 #include "proto/raw_message.h"
@@ -74,12 +74,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
   const absl::Status status =
       FromGrpc(client->stub_->Hello(&context, request, &response));
   if (!status.ok()) {
-    const char* what = absl::IsUnavailable(status) ||
-                               absl::IsDeadlineExceeded(status)
-                           ? "cannot reach the daemon: "
-                       : absl::IsUnauthenticated(status)
-                           ? "the daemon refused the credentials: "
-                           : "";
+    const char* what =
+        absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)
+            ? "cannot reach the daemon: "
+        : absl::IsUnauthenticated(status)
+            ? "the daemon refused the credentials: "
+            : "";
     return absl::Status(status.code(), absl::StrCat("[Connect ", target, "] ",
                                                     what, status.message()));
   }
@@ -135,8 +135,7 @@ absl::StatusOr<std::vector<v1::DeviceInfo>> Client::ListDevices() {
 
 absl::StatusOr<RemoteBufferInfo> Client::AllocBuffer(
     const std::string& device, uint64_t size, BufferUsage usage,
-    const std::string& buffer_type,
-    absl::Span<const v1::PlacedTensor> placed) {
+    const std::string& buffer_type, absl::Span<const v1::PlacedTensor> placed) {
   v1::AllocBufferRequest request;
   request.set_session(session_);
   request.set_device(device);
@@ -198,8 +197,7 @@ absl::Status Client::WriteTensor(const v1::TensorRef& dst, const void* data,
   }
   if (options.layout != nullptr) *header->mutable_layout() = *options.layout;
   std::optional<grpc::ByteBuffer> first(std::in_place);
-  TESSERA_RETURN_IF_ERROR(
-      wire::SerializeRaw(request, "[WriteTensor]", *first));
+  TESSERA_RETURN_IF_ERROR(wire::SerializeRaw(request, "[WriteTensor]", *first));
   const uint64_t chunk = wire::StreamChunkBytes(limits_.max_chunk_bytes());
   const char* bytes = static_cast<const char*>(data);
   uint64_t done = 0;
@@ -216,8 +214,8 @@ absl::Status Client::WriteTensor(const v1::TensorRef& dst, const void* data,
     return wire::ChunkMessage(wire::kWriteTensorChunkField, std::move(slice));
   };
   handlers.on_read = [](const grpc::ByteBuffer&) { return absl::OkStatus(); };
-  TESSERA_RETURN_IF_ERROR(RunRawStreamCall(
-      *channel_, "/tessera.v1.Tessera/WriteTensor", handlers));
+  TESSERA_RETURN_IF_ERROR(
+      RunRawStreamCall(*channel_, "/tessera.v1.Tessera/WriteTensor", handlers));
   if (options.progress) options.progress(size);
   return absl::OkStatus();
 }
@@ -248,16 +246,14 @@ absl::Status Client::WriteTensorCached(const v1::TensorRef& dst,
 }
 
 absl::Status Client::ReadTensor(const v1::TensorRef& src, void* data,
-                                uint64_t size,
-                                const v1::TensorLayout* layout) {
+                                uint64_t size, const v1::TensorLayout* layout) {
   v1::ReadTensorRequest request;
   request.set_session(session_);
   *request.mutable_src() = src;
   request.set_size(size);
   if (layout != nullptr) *request.mutable_layout() = *layout;
   std::optional<grpc::ByteBuffer> first(std::in_place);
-  TESSERA_RETURN_IF_ERROR(
-      wire::SerializeRaw(request, "[ReadTensor]", *first));
+  TESSERA_RETURN_IF_ERROR(wire::SerializeRaw(request, "[ReadTensor]", *first));
   uint8_t* out = static_cast<uint8_t*>(data);
   uint64_t done = 0;
   auto too_much = [&](uint64_t n) {
@@ -295,8 +291,8 @@ absl::Status Client::ReadTensor(const v1::TensorRef& src, void* data,
   TESSERA_RETURN_IF_ERROR(
       RunRawStreamCall(*channel_, "/tessera.v1.Tessera/ReadTensor", handlers));
   if (done != size) {
-    return absl::DataLossError(absl::StrCat("[ReadTensor] got ", done,
-                                            " of ", size, " bytes"));
+    return absl::DataLossError(
+        absl::StrCat("[ReadTensor] got ", done, " of ", size, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -323,6 +319,51 @@ absl::Status Client::CopyTensor(const v1::TensorRef& src,
   v1::CopyTensorResponse response;
   grpc::ClientContext context;
   return FromGrpc(stub_->CopyTensor(&context, request, &response));
+}
+
+absl::StatusOr<std::string> Client::NewCommGroupId() {
+  v1::NewCommGroupIdRequest request;
+  request.set_session(session_);
+  v1::NewCommGroupIdResponse response;
+  grpc::ClientContext context;
+  TESSERA_RETURN_IF_ERROR(
+      FromGrpc(stub_->NewCommGroupId(&context, request, &response)));
+  return std::move(*response.mutable_id());
+}
+
+absl::StatusOr<uint64_t> Client::JoinCommGroup(const std::string& device,
+                                               const std::string& id, int ranks,
+                                               int rank,
+                                               absl::Duration timeout) {
+  v1::JoinCommGroupRequest request;
+  request.set_session(session_);
+  request.set_device(device);
+  request.set_id(id);
+  request.set_ranks(ranks);
+  request.set_rank(rank);
+  request.set_timeout_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
+  v1::JoinCommGroupResponse response;
+  grpc::ClientContext context;
+  TESSERA_RETURN_IF_ERROR(
+      FromGrpc(stub_->JoinCommGroup(&context, request, &response)));
+  return response.group();
+}
+
+absl::Status Client::LeaveCommGroup(uint64_t group) {
+  v1::LeaveCommGroupRequest request;
+  request.set_session(session_);
+  request.set_group(group);
+  v1::LeaveCommGroupResponse response;
+  grpc::ClientContext context;
+  return FromGrpc(stub_->LeaveCommGroup(&context, request, &response));
+}
+
+absl::Status Client::RunCollective(v1::RunCollectiveRequest& request) {
+  request.set_session(session_);
+  v1::RunCollectiveResponse response;
+  grpc::ClientContext context;
+  return FromGrpc(stub_->RunCollective(&context, request, &response));
 }
 
 absl::Status Client::Compute(v1::ComputeRequest& request,

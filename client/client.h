@@ -152,6 +152,17 @@ class Client {
   absl::Status CopyTensor(const v1::TensorRef& src, const v1::TensorRef& dst,
                           uint64_t size);
 
+  // Collective groups spanning daemons (proto/tessera.proto); see
+  // client/spanning_communicator.h.
+  absl::StatusOr<std::string> NewCommGroupId();
+  // Blocks until every rank has joined; returns the group's handle.
+  absl::StatusOr<uint64_t> JoinCommGroup(const std::string& device,
+                                         const std::string& id, int ranks,
+                                         int rank, absl::Duration timeout);
+  absl::Status LeaveCommGroup(uint64_t group);
+  // The session is filled in.
+  absl::Status RunCollective(v1::RunCollectiveRequest& request);
+
   // One-shot compute of `graph` on the daemon: `inputs` are leafs without
   // remote data (sent inline), `outputs` are filled from the results.
   absl::Status Compute(const Graph& graph, absl::Span<const TensorInput> inputs,

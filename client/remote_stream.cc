@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "client/graph_encoder.h"
 #include "base/status_macros.h"
+#include "client/graph_encoder.h"
 
 namespace tessera::client {
 
@@ -86,12 +86,18 @@ absl::Status RemoteStream::ComputeAsync(const Graph& graph) {
   return absl::OkStatus();
 }
 
+void RemoteStream::CollectiveAsync(v1::RunCollectiveRequest request) {
+  queue_->Enqueue([this, request = std::move(request)]() mutable {
+    return device_.client().RunCollective(request);
+  });
+}
+
 absl::Status RemoteStream::RecordEvent(Event& event) {
   auto* ticket_event = dynamic_cast<TicketEvent*>(&event);
   if (ticket_event == nullptr || &event.device() != &device_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("[", device_.name(), "] RecordEvent: the event belongs to ",
-                     event.device().name()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "[", device_.name(), "] RecordEvent: the event belongs to ",
+        event.device().name()));
   }
   queue_->EnqueueRecord(*ticket_event);
   return absl::OkStatus();

@@ -30,6 +30,10 @@ class RemoteStream final : public Stream {
   // Encodes the graph now (INVALID_ARGUMENT for a tensor outside the
   // session's buffers) and sends it when the queue reaches it.
   absl::Status ComputeAsync(const Graph& graph) override;
+  // Queues `request` (RunCollective, one rank's part of a collective of a
+  // group spanning daemons): the daemon runs it after this stream's earlier
+  // work, and the stream's later work waits for it.
+  void CollectiveAsync(v1::RunCollectiveRequest request);
   absl::Status Synchronize() override { return queue_->Synchronize(); }
   absl::Status RecordEvent(Event& event) override;
   absl::Status WaitEvent(Event& event) override;

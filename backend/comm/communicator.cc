@@ -171,6 +171,13 @@ absl::Status CheckAllReduceArgs(const Communicator& comm,
   return CheckDisjoint(placed, "tensor", where);
 }
 
+absl::Status Communicator::Await(absl::Span<Stream* const> streams,
+                                 absl::Duration) {
+  absl::Status status;
+  for (Stream* stream : streams) status.Update(stream->Synchronize());
+  return status;
+}
+
 absl::Status CheckAllGatherArgs(const Communicator& comm,
                                 absl::Span<Stream* const> streams,
                                 absl::Span<Tensor* const> send,

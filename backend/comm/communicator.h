@@ -3,6 +3,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "backend/device.h"
 #include "backend/stream.h"
@@ -62,6 +63,16 @@ class Communicator {
   // Broadcast's root (a group rank; the other processes call too).
   virtual int ranks() const { return size(); }
   virtual int first_rank() const { return 0; }
+
+  // Waits until the work queued on `streams` (one per member, as in the
+  // calls) is done, collectives included, and returns the first stream's
+  // sticky status. A communicator spanning processes gives up a collective
+  // whose other ranks do not come within `timeout` and aborts it
+  // (DEADLINE_EXCEEDED, also the streams' status); in one process every
+  // rank is queued by the call itself, so this is each stream's
+  // Synchronize.
+  virtual absl::Status Await(absl::Span<Stream* const> streams,
+                             absl::Duration timeout);
 
   // In place: every rank's `tensors[i]` becomes the element-wise sum of
   // all ranks' tensors. Tensors have the same type and shape on every

@@ -294,7 +294,8 @@ absl::Status NcclCommunicator::Await(absl::Span<Stream* const> streams,
       absl::SleepFor(absl::Microseconds(50));
     }
   }
-  return CheckAsyncError();
+  TESSERA_RETURN_IF_ERROR(CheckAsyncError());
+  return Communicator::Await(streams, timeout);
 }
 
 absl::Status NcclCommunicator::AllReduce(absl::Span<Stream* const> streams,

@@ -95,13 +95,11 @@ class NcclCommunicator final : public Communicator {
   // Polls every NCCL communicator for an asynchronous error; a fatal one
   // aborts them as above. Returns it, or OK.
   absl::Status CheckAsyncError();
-  // Waits until the CUDA work queued on `streams` (members' streams, as in
-  // the calls) is done, polling for asynchronous errors meanwhile. A
-  // collective whose peers do not come within `timeout` (a process of the
-  // group gone) is aborted as a fatal error, which fails the streams' work
-  // in flight: DEADLINE_EXCEEDED. Returns the first error, or OK; the
-  // streams' own Synchronize then returns their sticky status.
-  absl::Status Await(absl::Span<Stream* const> streams, absl::Duration timeout);
+  // Communicator::Await: polls the CUDA streams and NCCL's asynchronous
+  // errors; at the timeout the communicators are aborted (a fatal error)
+  // and every member stream fails with DEADLINE_EXCEEDED.
+  absl::Status Await(absl::Span<Stream* const> streams,
+                     absl::Duration timeout) override;
 
  private:
   // Enqueues the operation of one rank: (rank, its stream) -> NCCL result.

@@ -4,19 +4,19 @@
 #include <atomic>
 #include <cstddef>
 
+#include "absl/strings/string_view.h"
+#include "backend/registry.h"
 #include "grpcpp/support/server_callback.h"
 #include "proto/tessera.grpc.pb.h"
-#include "backend/registry.h"
 #include "server/operations/config.h"
-#include "server/sessions/content_store.h"
+#include "server/operations/metrics.h"
+#include "server/operations/token_auth.h"
 #include "server/rpc/drain_notice.h"
 #include "server/rpc/in_flight.h"
-#include "server/operations/metrics.h"
-#include "server/sessions/session_manager.h"
 #include "server/rpc/tensor_streams.h"
-#include "server/operations/token_auth.h"
-#include "absl/strings/string_view.h"
 #include "server/rpc/work_queue.h"
+#include "server/sessions/content_store.h"
+#include "server/sessions/session_manager.h"
 
 namespace tessera::server {
 
@@ -26,10 +26,9 @@ namespace tessera::server {
 // Quick RPCs finish on gRPC's callback thread; compute and copies run on
 // `work`. Thread-safe.
 // WriteTensor and ReadTensor take raw messages (server/rpc/tensor_streams.h).
-class Service final
-    : public v1::Tessera::WithRawCallbackMethod_WriteTensor<
-          v1::Tessera::WithRawCallbackMethod_ReadTensor<
-              v1::Tessera::CallbackService>> {
+class Service final : public v1::Tessera::WithRawCallbackMethod_WriteTensor<
+                          v1::Tessera::WithRawCallbackMethod_ReadTensor<
+                              v1::Tessera::CallbackService>> {
  public:
   // The protocol versions this server speaks.
   static constexpr uint32_t kMinVersion = 1;
@@ -65,9 +64,10 @@ class Service final
       grpc::CallbackServerContext* context,
       const v1::AllocBufferRequest* request,
       v1::AllocBufferResponse* response) override;
-  grpc::ServerUnaryReactor* FreeBuffer(grpc::CallbackServerContext* context,
-                                       const v1::FreeBufferRequest* request,
-                                       v1::FreeBufferResponse* response) override;
+  grpc::ServerUnaryReactor* FreeBuffer(
+      grpc::CallbackServerContext* context,
+      const v1::FreeBufferRequest* request,
+      v1::FreeBufferResponse* response) override;
   grpc::ServerUnaryReactor* ClearBuffer(
       grpc::CallbackServerContext* context,
       const v1::ClearBufferRequest* request,
@@ -109,6 +109,24 @@ class Service final
       grpc::CallbackServerContext* context,
       const v1::ReleaseGraphRequest* request,
       v1::ReleaseGraphResponse* response) override;
+
+  // Collective groups spanning daemons (server/rpc/comm_group_calls.cc).
+  grpc::ServerUnaryReactor* NewCommGroupId(
+      grpc::CallbackServerContext* context,
+      const v1::NewCommGroupIdRequest* request,
+      v1::NewCommGroupIdResponse* response) override;
+  grpc::ServerUnaryReactor* JoinCommGroup(
+      grpc::CallbackServerContext* context,
+      const v1::JoinCommGroupRequest* request,
+      v1::JoinCommGroupResponse* response) override;
+  grpc::ServerUnaryReactor* LeaveCommGroup(
+      grpc::CallbackServerContext* context,
+      const v1::LeaveCommGroupRequest* request,
+      v1::LeaveCommGroupResponse* response) override;
+  grpc::ServerUnaryReactor* RunCollective(
+      grpc::CallbackServerContext* context,
+      const v1::RunCollectiveRequest* request,
+      v1::RunCollectiveResponse* response) override;
 
  private:
   // Finishes a unary call with `status`.

@@ -17,6 +17,7 @@ Session::Session(std::string id, std::string client_name,
       memory_(std::move(memory)),
       buffers_(id_, "buffer", next_handle),
       graphs_(id_, "graph", next_handle),
+      comm_groups_(id_, "collective group", next_handle),
       last_used_(absl::Now()) {}
 
 Session::~Session() { Close(); }
@@ -75,7 +76,8 @@ bool Session::closed() const {
   return closed_;
 }
 
-// 1. Mark closed, and close the tables taking the buffers and graphs out.
+// 1. Mark closed, and close the tables taking the buffers, graphs and
+//    groups out.
 // 2. Destroy them outside any lock (a graph's destructor waits for its
 //    work).
 // 3. Destroy the one-shot streams once no compute uses them.
@@ -90,6 +92,7 @@ void Session::Close() {
   absl::flat_hash_map<uint64_t, std::shared_ptr<RegisteredGraph>> graphs =
       graphs_.Close();
   graphs.clear();
+  comm_groups_.Close().clear();
   buffers.clear();
   {
     absl::MutexLock lock(&compute_mu_);

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "backend/buffer.h"
+#include "backend/comm/communicator.h"
 #include "backend/device.h"
 #include "backend/stream.h"
 #include "server/sessions/handle_table.h"
@@ -26,8 +27,9 @@ namespace tessera::server {
 
 class RegisteredGraph;
 
-// What one client owns on the daemon: buffers and registered graphs by
-// handle, and the streams its one-shot computes run on. Handles come from a
+// What one client owns on the daemon: buffers, registered graphs and
+// collective groups by handle, and the streams its one-shot computes (and
+// collectives) run on. Handles come from a
 // counter shared by every session, so a handle is never valid in two
 // sessions; looking up a handle this session does not hold (another
 // session's, a freed one, 0) is NOT_FOUND.
@@ -84,6 +86,20 @@ class Session {
   }
   absl::Status ReleaseGraph(uint64_t handle) { return graphs_.Remove(handle); }
 
+  // The collective groups spanning daemons this session joined (one rank
+  // each). Errors: as the buffer calls.
+  absl::StatusOr<uint64_t> AddCommGroup(std::unique_ptr<Communicator> group) {
+    return comm_groups_.Add(std::move(group));
+  }
+  absl::StatusOr<std::shared_ptr<Communicator>> FindCommGroup(
+      uint64_t handle) const {
+    return comm_groups_.Find(handle);
+  }
+  absl::Status LeaveCommGroup(uint64_t handle) {
+    return comm_groups_.Remove(handle);
+  }
+  size_t num_comm_groups() const { return comm_groups_.size(); }
+
   // The stream of `device` that one-shot computes of this session run on,
   // created on first use. Callers hold compute_mutex() while they queue work
   // on it (a stream takes work from one thread at a time).
@@ -106,8 +122,8 @@ class Session {
   void Touch();
   absl::Time last_used() const;
 
-  // Drops every buffer, graph and stream; later Add* calls and lookups are
-  // NOT_FOUND. Calls the close listener, if any, once. Idempotent.
+  // Drops every buffer, graph, group and stream; later Add* calls and lookups
+  // are NOT_FOUND. Calls the close listener, if any, once. Idempotent.
   void Close();
   bool closed() const;
 
@@ -125,6 +141,7 @@ class Session {
   // Synchronized by themselves; closed by Close().
   HandleTable<Buffer> buffers_;
   HandleTable<RegisteredGraph> graphs_;
+  HandleTable<Communicator> comm_groups_;
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;

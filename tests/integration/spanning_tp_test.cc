@@ -18,10 +18,12 @@
 #include "backend/meta/meta_device.h"
 #include "client/client.h"
 #include "client/remote_device.h"
+#include "client/spanning_communicator.h"
 #include "gmock/gmock.h"
 #include "graph/context.h"
 #include "graph/type.h"
 #include "gtest/gtest.h"
+#include "proto/tessera.pb.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/llama_stack.h"
 
@@ -90,7 +92,9 @@ class SpanningTpTest : public ::testing::Test {
 };
 
 // Small integers, exact in F32, F16 and BF16, so that sums are exact too.
-float Small(int64_t i, int rank) { return static_cast<float>(i % 7 + 3 * rank); }
+float Small(int64_t i, int rank) {
+  return static_cast<float>(i % 7 + 3 * rank);
+}
 
 void WriteFloats(Tensor& t, const std::vector<float>& v) {
   std::vector<char> raw(t.NumBytes());
@@ -121,7 +125,8 @@ TEST_F(SpanningTpTest, AllReduceSumsEveryReducedType) {
     for (int r = 0; r < 2; ++r) {
       const std::vector<float> got = ReadFloats(*t[r]);
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(got[i], Small(i, 0) + Small(i, 1)) << "rank " << r << " " << i;
+        ASSERT_EQ(got[i], Small(i, 0) + Small(i, 1))
+            << "rank " << r << " " << i;
       }
     }
   }
@@ -172,10 +177,10 @@ uint64_t Used(Client& client) {
 }
 
 TEST_F(SpanningTpTest, LayerStackOverTwoDaemonsEqualsOneDevice) {
-  auto meta = MetaDevice::Create(
-                  "tp", devices_, *comm_,
-                  LlamaSplitPolicy(2, LlamaStack::SplitOptions()))
-                  .value();
+  auto meta =
+      MetaDevice::Create("tp", devices_, *comm_,
+                         LlamaSplitPolicy(2, LlamaStack::SplitOptions()))
+          .value();
   std::vector<uint64_t> before;
   for (Member& m : members_) before.push_back(Used(*m.client));
   LlamaStack stack(*meta);
@@ -205,6 +210,73 @@ TEST_F(SpanningTpTest, ADeadDaemonFailsTheCollectiveNamingItsRank) {
   std::vector<float> v(64, 1.0f);
   WriteFloats(*t[0], v);
   EXPECT_EQ(ReadFloats(*t[0]), v);
+}
+
+// Groups whose daemons run the collectives themselves (NCCL) need CUDA
+// devices: over CPU devices they are refused with a clear error, and the
+// calls behind them validate what they get; the daemons go on serving.
+TEST_F(SpanningTpTest, NcclGroupsAreRefusedOnCpuDevices) {
+  std::vector<RemoteDevice*> remote = {members_[0].device.get(),
+                                       members_[1].device.get()};
+  auto comm = client::SpanningCommunicator::Create(remote, absl::Seconds(5));
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(comm.status().message(), HasSubstr("rank 0"));
+  EXPECT_THAT(comm.status().message(), HasSubstr("CUDA"));
+
+  Client& c = *members_[0].client;
+  const std::string id(128, 'x');
+  auto joined = c.JoinCommGroup("cpu0", id, 2, 0, absl::Seconds(1));
+  EXPECT_EQ(joined.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(joined.status().message(), HasSubstr("cpu0"));
+  EXPECT_EQ(c.JoinCommGroup("gpu7", id, 2, 0, absl::Seconds(1)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      c.JoinCommGroup("cpu0", id, 2, 0, absl::Seconds(601)).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  v1::RunCollectiveRequest run;
+  run.set_group(987654321);
+  run.set_kind(v1::RunCollectiveRequest::ALL_REDUCE);
+  run.set_type(static_cast<int32_t>(Type::kF32));
+  run.set_elements(4);
+  const absl::Status s = c.RunCollective(run);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_EQ(c.LeaveCommGroup(987654321).code(), absl::StatusCode::kNotFound);
+
+  // Still serving: the host communicator's all-reduce works.
+  std::vector<Tensor*> t = OnEach(Type::kF32, 8);
+  WriteFloats(*t[0], std::vector<float>(8, 1.0f));
+  WriteFloats(*t[1], std::vector<float>(8, 2.0f));
+  ASSERT_TRUE(comm_->AllReduce(Streams(), t).ok());
+  ASSERT_TRUE(SyncAll().ok());
+  EXPECT_EQ(ReadFloats(*t[1]), std::vector<float>(8, 3.0f));
+}
+
+// With a GPU: a group of one rank on the daemon's cuda0, made and run the
+// way groups spanning daemons are (more ranks need more GPUs).
+TEST(SpanningNcclTest, OneRankGroupOnADaemonsGpu) {
+  auto daemon =
+      testing::DaemonProcess::Start({"--devices=all", "--threads=1"}).value();
+  auto client = Client::Connect(daemon->address()).value();
+  std::vector<std::unique_ptr<RemoteDevice>> devices =
+      RemoteDevice::ListAll(*client).value();
+  RemoteDevice* cuda0 = nullptr;
+  for (auto& d : devices) {
+    if (d->remote_name() == "cuda0") cuda0 = d.get();
+  }
+  if (cuda0 == nullptr) GTEST_SKIP() << "the daemon found no GPU";
+  auto comm = client::SpanningCommunicator::Create({cuda0}).value();
+  Context ctx;
+  Tensor* t = ctx.NewTensor(Type::kF32, {1001}).value();
+  auto buffer = AllocTensors(cuda0->buffer_type(), {t}).value();
+  std::vector<float> v(1001);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = Small(i, 1);
+  WriteFloats(*t, v);
+  auto stream = cuda0->CreateStream().value();
+  Stream* streams[] = {stream.get()};
+  ASSERT_TRUE(comm->AllReduce(streams, {t}).ok());
+  ASSERT_TRUE(comm->Broadcast(streams, 0, {t}).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  EXPECT_EQ(ReadFloats(*t), v);
 }
 
 }  // namespace
