@@ -1,6 +1,8 @@
 // The Service's collective-group RPCs (NewCommGroupId, JoinCommGroup,
 // LeaveCommGroup, RunCollective): one rank of a group spanning daemons.
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,6 +61,27 @@ absl::StatusOr<std::pair<Tensor, std::shared_ptr<Buffer>>> CollectiveTensor(
   t.data = static_cast<char*>(range.buffer->base()) + range.offset;
   return std::make_pair(t, std::move(range.buffer));
 }
+
+// Counts one call waiting for other ranks in `waits` while it lives.
+class CommWait {
+ public:
+  // Errors: RESOURCE_EXHAUSTED when `limit` calls wait already.
+  static absl::StatusOr<std::unique_ptr<CommWait>> Begin(
+      std::atomic<int>& waits, int limit, absl::string_view where) {
+    if (waits.fetch_add(1) >= limit) {
+      waits.fetch_sub(1);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          where, " ", limit,
+          " calls already wait for other ranks of collective groups"));
+    }
+    return std::unique_ptr<CommWait>(new CommWait(waits));
+  }
+  ~CommWait() { waits_.fetch_sub(1); }
+
+ private:
+  explicit CommWait(std::atomic<int>& waits) : waits_(waits) {}
+  std::atomic<int>& waits_;
+};
 
 }  // namespace
 

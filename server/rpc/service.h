@@ -149,6 +149,9 @@ class Service final : public v1::Tessera::WithRawCallbackMethod_WriteTensor<
   ContentStore& store_;
   const TensorStreamContext streams_;
   DrainNotice drain_;
+  // Calls waiting for the other ranks of a collective group (joins and
+  // collectives), at most half the work queue's threads at once.
+  std::atomic<int> comm_waits_{0};
   std::atomic<size_t> execute_streams_{0};
 };
 

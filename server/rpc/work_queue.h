@@ -21,10 +21,10 @@ namespace tessera::server {
 // Each task is posted under a key (the session id). Tasks of one key start
 // in the order posted (several may run at once on free threads); between
 // keys a free thread takes the next task of the key with the fewest tasks
-// running, the longest-waiting key first among equals (round-robin). So one session's backlog never delays another's:
-// a task of a key with nothing running waits at most for one running task
-// to end, however many tasks other keys have queued.
-// Thread-safe.
+// running, the longest-waiting key first among equals (round-robin). So one
+// session's backlog never delays another's: a task of a key with nothing
+// running waits at most for one running task to end, however many tasks other
+// keys have queued. Thread-safe.
 class WorkQueue {
  public:
   explicit WorkQueue(int n_threads);
@@ -38,6 +38,9 @@ class WorkQueue {
   void Post(absl::string_view key, std::function<void()> task);
 
   static constexpr size_t kMaxKeyBytes = 128;
+
+  // The pool's threads.
+  int threads() const { return static_cast<int>(threads_.size()); }
 
  private:
   // The tasks of one key.
