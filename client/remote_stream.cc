@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "client/graph_encoder.h"
+#include "graph/ops.h"
 
 namespace tessera::client {
 
@@ -69,9 +70,10 @@ absl::Status RemoteStream::CopyTensorAsync(const Tensor& src, Tensor& dst) {
 
 absl::Status RemoteStream::ComputeAsync(const Graph& graph) {
   for (const Tensor* node : graph.nodes()) {
-    if (!device_.SupportsOp(*node)) {
+    if (absl::Status s = ValidateNode(*node); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "[", device_.name(), "] node '", node->name, "' is not supported"));
+          "[", device_.name(), "] node '", node->name, "' (",
+          std::string(OpName(node->op)), ") is not supported: ", s.message()));
     }
   }
   TESSERA_ASSIGN_OR_RETURN(EncodedGraph encoded,

@@ -8,15 +8,17 @@
 //   tessera [flags] bench            upload/download rate (--bench_mib,
 //                                    default 256 MiB)
 //   tessera run --model=FILE.gguf --prompt_tokens=1,2,3 [--n_predict=16]
-//       [--remote=HOST:PORT] [--pp=P] [--tp=N] [--threads=N] [--n_ctx=N]
-//       [--n_ubatch=N]               greedy generation with a LLaMA GGUF
+//       [--remote=HOST:PORT[,HOST:PORT...]] [--pp=P] [--tp=N] [--threads=N]
+//       [--n_ctx=N] [--n_ubatch=N]   greedy generation with a LLaMA GGUF
 //                                    model, locally (one CPU device; P with
 //                                    layers spread over them; tensor
 //                                    parallel over N CPU devices grouped
-//                                    by a meta device, per stage with P)
-//                                    or on a daemon; generated token
-//                                    ids on stdout, progress and tokens/s
-//                                    on stderr
+//                                    by a meta device, per stage with P),
+//                                    on a daemon, or tensor parallel over
+//                                    the --device of each of several
+//                                    daemons; generated token ids on
+//                                    stdout, progress and tokens/s on
+//                                    stderr
 //
 // Flags (each also read from TESSERA_<NAME>): --target=HOST:PORT (default
 // 127.0.0.1:50051), --device=NAME (default: the first), --token_file=PATH,
@@ -42,10 +44,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "backend/assembly/device_spec.h"
+#include "backend/comm/communicator.h"
 #include "backend/comm/host_communicator.h"
 #include "backend/meta/llama_policy.h"
 #include "backend/meta/meta_device.h"
@@ -53,9 +56,11 @@
 #include "base/flag_file.h"
 #include "base/status_macros.h"
 #include "client/client.h"
-#include "grpc/grpc.h"
+#include "client/remote_device.h"
+#include "client/spanning_communicator.h"
 #include "graph/context.h"
 #include "graph/type.h"
+#include "grpc/grpc.h"
 #include "model/gguf_reader.h"
 #include "model/llama.h"
 #include "proto/content_hash.h"
@@ -68,7 +73,8 @@ constexpr char kUsage[] =
     "usage: tessera [flags] devices | ping | upload FILE | bench\n"
     "       tessera run --model=FILE.gguf --prompt_tokens=1,2,3 "
     "[--n_predict=16]\n"
-    "           [--remote=HOST:PORT] [--pp=P] [--tp=N] [--threads=N] "
+    "           [--remote=HOST:PORT[,HOST:PORT...]] [--pp=P] [--tp=N] "
+    "[--threads=N] "
     "[--n_ctx=N] "
     "[--n_ubatch=N]\n"
     "flags (or TESSERA_<NAME> in the environment):\n"
@@ -98,13 +104,15 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags(const Flags& flags) {
   options.name = "tessera-cli";
   options.connect_timeout = absl::Seconds(10);
   if (std::string path = flags.Get("token_file", ""); !path.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(std::string token, ReadFlagFile("token_file", path));
-    options.token = std::string(absl::StripAsciiWhitespace(
-        token.substr(0, token.find('\n'))));
+    TESSERA_ASSIGN_OR_RETURN(std::string token,
+                             ReadFlagFile("token_file", path));
+    options.token = std::string(
+        absl::StripAsciiWhitespace(token.substr(0, token.find('\n'))));
   }
   if (std::string ca = flags.Get("tls_ca", ""); !ca.empty()) {
     options.tls = true;
-    TESSERA_ASSIGN_OR_RETURN(options.tls_root_certs, ReadFlagFile("tls_ca", ca));
+    TESSERA_ASSIGN_OR_RETURN(options.tls_root_certs,
+                             ReadFlagFile("tls_ca", ca));
   }
   if (std::string cert = flags.Get("tls_cert", ""); !cert.empty()) {
     options.tls = true;
@@ -152,9 +160,10 @@ absl::Status Ping(Client& client) {
     us.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
   }
   std::sort(us.begin(), us.end());
-  absl::PrintF("%s (%s): 10 round trips, min %.0f us, median %.0f us, max %.0f us\n",
-               client.server_version(), client.session(), us.front(),
-               us[us.size() / 2], us.back());
+  absl::PrintF(
+      "%s (%s): 10 round trips, min %.0f us, median %.0f us, max %.0f us\n",
+      client.server_version(), client.session(), us.front(), us[us.size() / 2],
+      us.back());
   return absl::OkStatus();
 }
 
@@ -190,8 +199,8 @@ absl::Status Upload(Client& client, const Flags& flags,
     return absl::NotFoundError(absl::StrCat(file, ": cannot be read"));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  void* data = size == 0 ? nullptr
-                         : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* data =
+      size == 0 ? nullptr : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (data == MAP_FAILED) {
     return absl::InternalError(absl::StrCat(file, ": cannot be mapped"));
@@ -207,24 +216,27 @@ absl::Status Upload(Client& client, const Flags& flags,
   const double hash_s = absl::ToDoubleSeconds(absl::Now() - start);
   v1::TensorRef ref;
   ref.set_buffer(buffer.handle);
-  TESSERA_ASSIGN_OR_RETURN(bool found, client.WriteTensorByHash(ref, size, hash));
+  TESSERA_ASSIGN_OR_RETURN(bool found,
+                           client.WriteTensorByHash(ref, size, hash));
   if (found) {
-    absl::PrintF("%s: %s on %s, buffer %d: the daemon had it (hash %s); no "
-                 "bytes sent\n",
-                 file, Mib(size), device, buffer.handle, hash.Hex());
+    absl::PrintF(
+        "%s: %s on %s, buffer %d: the daemon had it (hash %s); no "
+        "bytes sent\n",
+        file, Mib(size), device, buffer.handle, hash.Hex());
   } else {
     Progress progress(size);
-    WriteOptions options{.hash = &hash,
-                         .progress = [&](uint64_t done) { progress.Show(done); }};
+    WriteOptions options{
+        .hash = &hash, .progress = [&](uint64_t done) { progress.Show(done); }};
     absl::Status s = client.WriteTensor(ref, data, size, options);
     progress.End();
     TESSERA_RETURN_IF_ERROR(s);
     absl::PrintF("%s: %s sent to %s, buffer %d (hash %s)\n", file, Mib(size),
                  device, buffer.handle, hash.Hex());
   }
-  absl::PrintF("hashed at %.2f GB/s; the daemon keeps the content under "
-               "its hash, so later loads of it send no bytes\n",
-               size / std::max(hash_s, 1e-9) / 1e9);
+  absl::PrintF(
+      "hashed at %.2f GB/s; the daemon keeps the content under "
+      "its hash, so later loads of it send no bytes\n",
+      size / std::max(hash_s, 1e-9) / 1e9);
   if (data != nullptr) munmap(data, size);
   return absl::OkStatus();
 }
@@ -287,6 +299,37 @@ absl::StatusOr<LlamaSplitOptions> TpSplitOptions(const GgufFile& file) {
   return o;
 }
 
+// The daemon's device named `name` (empty: its first).
+absl::StatusOr<std::unique_ptr<RemoteDevice>> FindRemoteDevice(
+    Client& client, const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<RemoteDevice>> devices,
+                           RemoteDevice::ListAll(client));
+  for (std::unique_ptr<RemoteDevice>& d : devices) {
+    if (name.empty() || d->remote_name() == name) return std::move(d);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("--device: a daemon has no device \"", name, "\""));
+}
+
+// The communicator of a tensor-parallel group over devices of several
+// daemons: the daemons' own (NCCL, GPU to GPU) when every member is a GPU,
+// else the host communicator, through this process's memory.
+absl::StatusOr<std::unique_ptr<Communicator>> SpanningTpCommunicator(
+    const std::vector<std::unique_ptr<RemoteDevice>>& remotes, bool all_gpus) {
+  if (all_gpus) {
+    std::vector<RemoteDevice*> members;
+    for (const auto& r : remotes) members.push_back(r.get());
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SpanningCommunicator> comm,
+                             SpanningCommunicator::Create(members));
+    return std::unique_ptr<Communicator>(std::move(comm));
+  }
+  std::vector<Device*> members;
+  for (const auto& r : remotes) members.push_back(r.get());
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<HostCommunicator> comm,
+                           HostCommunicator::Create(members));
+  return std::unique_ptr<Communicator>(std::move(comm));
+}
+
 // `tessera run`: greedy generation with a LLaMA GGUF model.
 absl::Status RunModel(const Flags& flags) {
   const std::string model = flags.Get("model", "");
@@ -316,11 +359,16 @@ absl::Status RunModel(const Flags& flags) {
     options.n_ctx = static_cast<int64_t>(prompt.size()) + n_predict;
   }
   const std::string remote = flags.Get("remote", "");
+  const std::vector<std::string> daemons =
+      absl::StrSplit(remote, ',', absl::SkipEmpty());
   if (pp < 1 || (!remote.empty() && pp != 1)) {
     return absl::InvalidArgumentError("--pp must be >= 1, and 1 with --remote");
   }
-  if (tp < 1 || (!remote.empty() && tp != 1)) {
-    return absl::InvalidArgumentError("--tp must be >= 1, and 1 with --remote");
+  if (tp < 1 || (daemons.size() == 1 && tp != 1) ||
+      (daemons.size() > 1 && tp != 1 &&
+       tp != static_cast<int64_t>(daemons.size()))) {
+    return absl::InvalidArgumentError(
+        "--tp must be >= 1; with --remote, 1 or the number of daemons");
   }
 
   const absl::Time t0 = absl::Now();
@@ -328,25 +376,53 @@ absl::Status RunModel(const Flags& flags) {
                            GgufFile::Open(model));
   Registry registry;
   // Tensor parallel: per stage, a communicator and a meta device over tp
-  // CPU devices (they outlive the runner).
-  std::vector<std::unique_ptr<HostCommunicator>> comms;
+  // devices (they outlive the runner).
+  std::vector<std::unique_ptr<Communicator>> comms;
   std::vector<std::unique_ptr<MetaDevice>> metas;
-  std::unique_ptr<Client> client;
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::unique_ptr<RemoteDevice>> remotes;
   std::unique_ptr<LlamaRunner> runner;
-  if (!remote.empty()) {
+  if (daemons.size() > 1) {
+    // One device of each daemon, tensor parallel under a meta device here.
+    std::vector<Device*> members;
+    bool all_gpus = true;
+    for (const std::string& daemon : daemons) {
+      Flags connect = flags;
+      connect.values["target"] = daemon;
+      TESSERA_ASSIGN_OR_RETURN(clients.emplace_back(),
+                               ConnectFromFlags(connect));
+      TESSERA_ASSIGN_OR_RETURN(
+          remotes.emplace_back(),
+          FindRemoteDevice(*clients.back(), flags.Get("device", "")));
+      members.push_back(remotes.back().get());
+      all_gpus &= remotes.back()->Props().type == DeviceType::kGpu;
+    }
+    TESSERA_ASSIGN_OR_RETURN(comms.emplace_back(),
+                             SpanningTpCommunicator(remotes, all_gpus));
+    TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, TpSplitOptions(*file));
+    TESSERA_ASSIGN_OR_RETURN(
+        metas.emplace_back(),
+        MetaDevice::Create(
+            "tp", members, *comms.back(),
+            LlamaSplitPolicy(static_cast<int>(members.size()), split)));
+    TESSERA_RETURN_IF_ERROR(AddDevices("cpu", 1, registry));
+    TESSERA_ASSIGN_OR_RETURN(
+        runner, LlamaRunner::CreateLocal(*file, {metas.back().get()}, options,
+                                         registry.devices()[0]));
+  } else if (!remote.empty()) {
     Flags connect = flags;
     connect.values["target"] = remote;
-    TESSERA_ASSIGN_OR_RETURN(client, ConnectFromFlags(connect));
+    TESSERA_ASSIGN_OR_RETURN(clients.emplace_back(), ConnectFromFlags(connect));
     // A daemon's meta device splits the model as local tp does.
-    options.prepare_remote = [model = file.get()](
-                                 RemoteDevice& device) -> absl::Status {
+    options.prepare_remote =
+        [model = file.get()](RemoteDevice& device) -> absl::Status {
       if (!device.is_meta()) return absl::OkStatus();
       TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, TpSplitOptions(*model));
       const int n = static_cast<int>(device.Props().members.size());
       return device.SetSplitPolicy(LlamaSplitPolicy(n, split));
     };
     TESSERA_ASSIGN_OR_RETURN(
-        runner, LlamaRunner::CreateRemote(*file, *client,
+        runner, LlamaRunner::CreateRemote(*file, *clients.back(),
                                           flags.Get("device", ""), options));
   } else if (tp > 1) {
     // pp x tp CPU devices as members, and one more as the fallback.
@@ -374,19 +450,19 @@ absl::Status RunModel(const Flags& flags) {
       metas.push_back(std::move(meta));
     }
     TESSERA_ASSIGN_OR_RETURN(
-        runner, LlamaRunner::CreateLocal(*file, stages, options,
-                                         cpus[pp * tp]));
+        runner,
+        LlamaRunner::CreateLocal(*file, stages, options, cpus[pp * tp]));
   } else {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    const int per_device = threads > 0 ? static_cast<int>(threads)
-                                       : std::max<int>(1, cores / pp);
-    TESSERA_RETURN_IF_ERROR(AddDevices(
-        pp == 1 ? std::string("cpu") : absl::StrCat("cpu:", pp), per_device,
-        registry));
+    const int per_device =
+        threads > 0 ? static_cast<int>(threads) : std::max<int>(1, cores / pp);
+    TESSERA_RETURN_IF_ERROR(
+        AddDevices(pp == 1 ? std::string("cpu") : absl::StrCat("cpu:", pp),
+                   per_device, registry));
     std::vector<Device*> devices(registry.devices().begin(),
                                  registry.devices().end());
-    TESSERA_ASSIGN_OR_RETURN(
-        runner, LlamaRunner::CreateLocal(*file, devices, options));
+    TESSERA_ASSIGN_OR_RETURN(runner,
+                             LlamaRunner::CreateLocal(*file, devices, options));
   }
   const LlamaConfig& c = runner->config();
   absl::FPrintF(stderr,
@@ -397,18 +473,17 @@ absl::Status RunModel(const Flags& flags) {
                 absl::ToDoubleSeconds(absl::Now() - t0),
                 remote.empty()
                     ? absl::StrCat("local, ", pp, " stage(s) x tp ", tp)
-                               : absl::StrCat("remote ", remote));
+                    : absl::StrCat("remote ", remote));
   const absl::Time t1 = absl::Now();
   absl::Time first = t1;
   int64_t n = 0;
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<int32_t> tokens,
-      GenerateGreedy(*runner, prompt, static_cast<int>(n_predict),
-                     [&](int32_t token) {
-                       if (n++ == 0) first = absl::Now();
-                       absl::FPrintF(stderr, "\rtessera run: %d/%d tokens", n,
-                                     n_predict);
-                     }));
+      GenerateGreedy(
+          *runner, prompt, static_cast<int>(n_predict), [&](int32_t token) {
+            if (n++ == 0) first = absl::Now();
+            absl::FPrintF(stderr, "\rtessera run: %d/%d tokens", n, n_predict);
+          }));
   const absl::Time t2 = absl::Now();
   const double prompt_s = absl::ToDoubleSeconds(first - t1);
   const double decode_s = absl::ToDoubleSeconds(t2 - first);
@@ -450,10 +525,10 @@ int Main(int argc, char** argv) {
     }
     return 0;
   }
-  const bool known = (args.size() == 1 && (args[0] == "devices" ||
-                                           args[0] == "ping" ||
-                                           args[0] == "bench")) ||
-                     (args.size() == 2 && args[0] == "upload");
+  const bool known =
+      (args.size() == 1 &&
+       (args[0] == "devices" || args[0] == "ping" || args[0] == "bench")) ||
+      (args.size() == 2 && args[0] == "upload");
   if (!known) {
     absl::FPrintF(stderr, "%s", kUsage);
     return 2;

@@ -586,6 +586,12 @@ class Deriver {
   // row axis 1 (a KV cache split by heads on axis 0), each member writes its
   // slice of the rows, from b split alike or sliced to match.
   absl::Status SetRowsRule(Tensor* node) {
+    TESSERA_RETURN_IF_ERROR(SetRowsClone(node));
+    return ViewsOfDestination(node);
+  }
+
+  // SetRowsRule's member nodes, without their view sources.
+  absl::Status SetRowsClone(Tensor* node) {
     Tensor* dst = node->view_src;
     Tensor* b = node->src[0];
     Tensor* c = node->src[1];
@@ -624,6 +630,22 @@ class Deriver {
     TESSERA_ASSIGN_OR_RETURN(Placed wb, Whole(b));
     TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor*> bs, SliceLike(wb, *b, sd));
     return Clone(node, sd, {bs, wc.m});
+  }
+
+  // Makes each member node of `node`, a SET_ROWS, a view of its member
+  // destination, as SET_ROWS results are (a graph sent to a daemon must say
+  // which tensor it writes).
+  absl::Status ViewsOfDestination(Tensor* node) {
+    TESSERA_ASSIGN_OR_RETURN(Placed * pd, Get(node->view_src));
+    const Placed& pn = placed_.at(node);
+    for (int i = 0; i < n_; ++i) {
+      Tensor* root =
+          pd->m[i]->view_src != nullptr ? pd->m[i]->view_src : pd->m[i];
+      pn.m[i]->view_src = root;
+      pn.m[i]->view_offs = static_cast<size_t>(
+          static_cast<char*>(pn.m[i]->data) - static_cast<char*>(root->data));
+    }
+    return absl::OkStatus();
   }
 
   // Turns `t` (placed, not a view) MIRRORED where it lies: PARTIAL is

@@ -122,14 +122,16 @@ std::string LastLine(const CommandRun& run) {
 }
 
 // `tessera run` on a small F32 LLaMA: the greedy tokens are the same on one
-// local device, over pp 2 and tp 2, and on a daemon's CPU device and meta
-// device (F32: the modes differ by float rounding only, far below the
+// local device, over pp 2 and tp 2, on a daemon's CPU device and meta
+// device, and tensor parallel over the CPU devices of two daemons (F32: the modes differ by float rounding only, far below the
 // logits' gaps on this model, as tests/llama's check shows).
 TEST(CliTest, RunGivesTheSameTokensInEveryMode) {
   const std::string model = ::testing::TempDir() + "/llama.gguf";
   ASSERT_TRUE(testing::WriteRandomLlama({}, model).ok());
   auto daemon =
       DaemonProcess::Start({"--devices=cpu:3,tp0=meta(cpu1,cpu2)"}).value();
+  auto second = DaemonProcess::Start({"--devices=cpu"}).value();
+  const std::string both = daemon->address() + "," + second->address();
   const std::vector<std::string> run = {"run", "--model=" + model,
                                         "--prompt_tokens=1,15,30,45,60",
                                         "--n_predict=8"};
@@ -147,7 +149,9 @@ TEST(CliTest, RunGivesTheSameTokensInEveryMode) {
            {"--pp=2"},
            {"--tp=2"},
            {"--remote=" + daemon->address(), "--device=cpu0"},
-           {"--remote=" + daemon->address(), "--device=tp0"}}) {
+           {"--remote=" + daemon->address(), "--device=tp0"},
+           {"--remote=" + both, "--device=cpu0"},
+           {"--remote=" + both, "--tp=2"}}) {
     const CommandRun other = with(mode);
     EXPECT_EQ(other.exit_code, 0) << other.output;
     EXPECT_EQ(LastLine(other), tokens) << absl::StrJoin(mode, " ");
@@ -157,6 +161,9 @@ TEST(CliTest, RunGivesTheSameTokensInEveryMode) {
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_TRUE(Has(missing, "the daemon has no device \"gpu9\""))
       << missing.output;
+  const CommandRun mismatch = with({"--remote=" + both, "--tp=3"});
+  EXPECT_EQ(mismatch.exit_code, 1);
+  EXPECT_TRUE(Has(mismatch, "1 or the number of daemons")) << mismatch.output;
 }
 
 }  // namespace
