@@ -9,6 +9,11 @@
 //            HostCommunicator), a third CPU device as the fallback;
 //   - remote: a tesserad started here as its own process
 //            (--devices=cpu --threads=2), weights uploaded over gRPC;
+//   - tp-daemons: tensor parallel across two tesserads started here
+//            (--devices=cpu --threads=1 each): a meta device in this
+//            process over their cpu0s, split as tp 2, its collectives
+//            through this process (HostCommunicator staging the members'
+//            tensors over gRPC), a local CPU device as the fallback;
 //   - gpu:   the first GPU (a CPU device with 2 threads as the fallback);
 //            its limit is the GPU's device-to-device copy bandwidth
 //            (bytes read and written per second), measured once through
@@ -51,12 +56,14 @@
 //
 //   bazel run -c opt //bench:llama [-- --layers=N --dim=N --ff=N --heads=N
 //       --kv_heads=N --vocab=N --prompt=N --decode=N --ubatch=N --rounds=N
-//       --types=f16,q8_0,q4_0,q4_k --modes=local,tp,remote,gpu
+//       --types=f16,q8_0,q4_0,q4_k --modes=local,tp,remote,tp-daemons,gpu
 //       --tesserad=PATH]
 //
 // A LLaMA-3.2-1B-like shape: --layers=16 --dim=2048 --ff=8192 --heads=32
 // --kv_heads=8 --vocab=32000 (1.1 B parameters; the vocabulary is smaller
 // than 3.2's 128256).
+
+#include "model/llama.h"
 
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -100,12 +107,12 @@
 #include "backend/registry.h"
 #include "base/status_macros.h"
 #include "client/client.h"
+#include "client/remote_device.h"
 #include "graph/context.h"
 #include "graph/type.h"
 #include "model/ggml_type.h"
 #include "model/gguf_reader.h"
 #include "model/gguf_writer.h"
-#include "model/llama.h"
 #include "runner/llama_runner.h"
 #include "server/operations/process_tuning.h"
 #include "spdlog/spdlog.h"
@@ -138,8 +145,8 @@ struct Config {
 
 int64_t ParameterCount(const Config& c) {
   const int64_t kv = c.dim / c.heads * c.kv_heads;
-  const int64_t per_layer = 2 * c.dim * c.dim + 2 * c.dim * kv +
-                            3 * c.dim * c.ff + 2 * c.dim;
+  const int64_t per_layer =
+      2 * c.dim * c.dim + 2 * c.dim * kv + 3 * c.dim * c.ff + 2 * c.dim;
   return c.layers * per_layer + 2 * c.vocab * c.dim + c.dim;
 }
 
@@ -244,9 +251,9 @@ absl::Status WriteModel(const Config& c, int32_t matrix_type,
         tensor(p + "ffn_gate.weight", c.dim, c.ff, in_dim, 0.0f, true));
     TESSERA_RETURN_IF_ERROR(
         tensor(p + "ffn_up.weight", c.dim, c.ff, in_dim, 0.0f, true));
-    TESSERA_RETURN_IF_ERROR(
-        tensor(p + "ffn_down.weight", c.ff, c.dim,
-               1.0f / std::sqrt(static_cast<float>(c.ff)), 0.0f, true));
+    TESSERA_RETURN_IF_ERROR(tensor(p + "ffn_down.weight", c.ff, c.dim,
+                                   1.0f / std::sqrt(static_cast<float>(c.ff)),
+                                   0.0f, true));
   }
   TESSERA_RETURN_IF_ERROR(
       tensor("output_norm.weight", c.dim, 1, 0.1f, 1.0f, false));
@@ -382,12 +389,18 @@ std::string Describe(const std::vector<CountingCommunicator::Call>& calls) {
     }
     const char* kind = "";
     switch (calls[i].kind) {
-      case CountingCommunicator::Kind::kAllReduce: kind = "all-reduce"; break;
-      case CountingCommunicator::Kind::kAllGather: kind = "all-gather"; break;
+      case CountingCommunicator::Kind::kAllReduce:
+        kind = "all-reduce";
+        break;
+      case CountingCommunicator::Kind::kAllGather:
+        kind = "all-gather";
+        break;
       case CountingCommunicator::Kind::kReduceScatter:
         kind = "reduce-scatter";
         break;
-      case CountingCommunicator::Kind::kBroadcast: kind = "broadcast"; break;
+      case CountingCommunicator::Kind::kBroadcast:
+        kind = "broadcast";
+        break;
     }
     parts.push_back(absl::StrFormat("%d x %s %s[%d]", j - i, kind,
                                     TypeName(calls[i].type),
@@ -484,8 +497,8 @@ absl::StatusOr<uint64_t> DecodeBytes(const GgufFile& file, int64_t n_ctx,
                            LlamaWeights::FromGguf(file, config, ctx));
   uint64_t bytes = 0;
   for (const Tensor* t : weights.all) {
-    uint64_t b = t == weights.token_embd ? RowSize(t->type, t->ne[0])
-                                         : t->NumBytes();
+    uint64_t b =
+        t == weights.token_embd ? RowSize(t->type, t->ne[0]) : t->NumBytes();
     if (policy != nullptr && !(*policy)(*t).is_split()) b *= mirror_copies;
     bytes += b;
   }
@@ -556,13 +569,17 @@ struct Mode {
   std::string name;
   bool remote = false;
   std::unique_ptr<Registry> registry;
+  // tp-daemons: the daemons, this process's sessions and their devices.
+  std::vector<std::unique_ptr<testing::DaemonProcess>> daemons;
+  std::vector<std::unique_ptr<client::Client>> clients;
+  std::vector<std::unique_ptr<client::RemoteDevice>> remotes;
   std::unique_ptr<HostCommunicator> host;
   std::unique_ptr<CountingCommunicator> counting;  // tp
   std::unique_ptr<MetaDevice> meta;
   std::unique_ptr<LlamaRunner> runner;
   double load_s = 0;
   uint64_t bytes_per_token = 0;
-  double limit_gbps = 0;  // the bandwidth its decode is held against
+  double limit_gbps = 0;         // the bandwidth its decode is held against
   std::vector<double> prompt_s;  // per round
   std::vector<double> decode_s;
   // The check round: the argmax of the prompt's last row and of each
@@ -611,9 +628,40 @@ absl::Status MakeTp(const GgufFile& file, const Config& c, Mode& m) {
                                               LlamaSplitPolicy(2, split)));
   const auto start = Clock::now();
   TESSERA_ASSIGN_OR_RETURN(
-      m.runner, LlamaRunner::CreateLocal(file, {m.meta.get()},
-                                         RunnerOptions(c),
+      m.runner, LlamaRunner::CreateLocal(file, {m.meta.get()}, RunnerOptions(c),
                                          m.registry->devices()[2]));
+  m.load_s = SecondsSince(start);
+  return absl::OkStatus();
+}
+
+absl::Status MakeTpDaemons(const GgufFile& file, const Config& c, Mode& m) {
+  m.name = "tp 2 over 2 daemons x 1 thr";
+  std::vector<Device*> members;
+  for (int i = 0; i < 2; ++i) {
+    TESSERA_ASSIGN_OR_RETURN(
+        m.daemons.emplace_back(),
+        testing::DaemonProcess::Start(
+            {"--devices=cpu", "--threads=1", "--log_level=warn"}));
+    TESSERA_ASSIGN_OR_RETURN(
+        m.clients.emplace_back(),
+        client::Client::Connect(m.daemons.back()->address()));
+    TESSERA_ASSIGN_OR_RETURN(
+        std::vector<std::unique_ptr<client::RemoteDevice>> devices,
+        client::RemoteDevice::ListAll(*m.clients.back()));
+    m.remotes.push_back(std::move(devices.front()));
+    members.push_back(m.remotes.back().get());
+  }
+  m.registry = std::make_unique<Registry>();
+  TESSERA_RETURN_IF_ERROR(AddDevices("cpu", 1, *m.registry));
+  TESSERA_ASSIGN_OR_RETURN(m.host, HostCommunicator::Create(members));
+  TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, SplitOptions(file));
+  TESSERA_ASSIGN_OR_RETURN(
+      m.meta,
+      MetaDevice::Create("tp", members, *m.host, LlamaSplitPolicy(2, split)));
+  const auto start = Clock::now();
+  TESSERA_ASSIGN_OR_RETURN(
+      m.runner, LlamaRunner::CreateLocal(file, {m.meta.get()}, RunnerOptions(c),
+                                         m.registry->devices()[0]));
   m.load_s = SecondsSince(start);
   return absl::OkStatus();
 }
@@ -720,8 +768,7 @@ absl::Status CheckRound(Mode& m, const Config& c,
   }
   for (int i = 0; i < c.decode; ++i) {
     const int32_t next = forced.empty() ? m.tokens.back() : forced[i];
-    TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits,
-                             runner.Process({next}));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<float> logits, runner.Process({next}));
     m.tokens.push_back(ArgmaxToken(logits));
     m.logits.insert(m.logits.end(), logits.begin(), logits.end());
   }
@@ -832,8 +879,8 @@ absl::Status Main(const Config& c) {
   absl::PrintF(
       "LLaMA shape: %d layers, dim %d, FFN %d, %d heads / %d KV heads (head "
       "dim %d, KV dim %d), vocab %d, untied output: %.1f M parameters\n",
-      c.layers, c.dim, c.ff, c.heads, c.kv_heads, c.dim / c.heads, kv,
-      c.vocab, ParameterCount(c) / 1e6);
+      c.layers, c.dim, c.ff, c.heads, c.kv_heads, c.dim / c.heads, kv, c.vocab,
+      ParameterCount(c) / 1e6);
   absl::PrintF(
       "prompt %d tokens (micro-batches of %d), then %d decode tokens; KV "
       "cache F16, capacity %d; %d rounds per mode, interleaved, medians; %d "
@@ -846,8 +893,8 @@ absl::Status Main(const Config& c) {
   };
   std::unique_ptr<testing::DaemonProcess> daemon;
   std::unique_ptr<client::Client> client;
+  if (!c.tesserad.empty()) setenv("TESSERAD", c.tesserad.c_str(), 1);
   if (selected("remote")) {
-    if (!c.tesserad.empty()) setenv("TESSERAD", c.tesserad.c_str(), 1);
     TESSERA_ASSIGN_OR_RETURN(
         daemon, testing::DaemonProcess::Start(
                     {"--devices=cpu", "--threads=2", "--log_level=warn"}));
@@ -878,10 +925,10 @@ absl::Status Main(const Config& c) {
     }
   } remove_dir{dir};
 
-  absl::PrintF(
-      "%-5s %-27s %6s %10s %10s %9s %8s %9s %7s %9s %13s %17s\n", "type",
-      "mode", "load s", "prompt t/s", "decode t/s", "ms/token", "MB/token",
-      "limit t/s", "/limit", "daemon us", "argmax=local", "rel err pr/dec");
+  absl::PrintF("%-5s %-27s %6s %10s %10s %9s %8s %9s %7s %9s %13s %17s\n",
+               "type", "mode", "load s", "prompt t/s", "decode t/s", "ms/token",
+               "MB/token", "limit t/s", "/limit", "daemon us", "argmax=local",
+               "rel err pr/dec");
   std::vector<std::string> footnotes;
   double gpu_copy_gbps = 0;  // measured with the first gpu mode
   for (const std::string& name : c.types) {
@@ -913,6 +960,11 @@ absl::Status Main(const Config& c) {
         TESSERA_RETURN_IF_ERROR(In(
             name + " remote", MakeRemote(*file, c, *client, daemon->pid(), m)));
         remote = &m;
+      } else if (mode == "tp-daemons") {
+        TESSERA_RETURN_IF_ERROR(
+            In(name + " tp-daemons", MakeTpDaemons(*file, c, m)));
+        TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
+                                 DecodeBytes(*file, n_ctx, &policy, 2));
       } else {
         TESSERA_RETURN_IF_ERROR(
             In(name + " gpu", MakeGpu(*file, c, m, gpu_copy_gbps)));
@@ -932,16 +984,17 @@ absl::Status Main(const Config& c) {
     for (Mode& m : modes) {
       TESSERA_RETURN_IF_ERROR(In(
           name + " " + m.name,
-          CheckRound(m, c,
-                     &m == &local ? absl::Span<const int32_t>()
-                                  : absl::MakeConstSpan(local.tokens)
-                                        .subspan(0, c.decode))));
+          CheckRound(
+              m, c,
+              &m == &local
+                  ? absl::Span<const int32_t>()
+                  : absl::MakeConstSpan(local.tokens).subspan(0, c.decode))));
     }
     for (int round = 0; round < c.rounds; ++round) {
       TESSERA_RETURN_IF_ERROR(In(
-          name, TimedRound(absl::MakeSpan(modes), c,
-                           absl::MakeConstSpan(local.tokens)
-                               .subspan(0, c.decode))));
+          name,
+          TimedRound(absl::MakeSpan(modes), c,
+                     absl::MakeConstSpan(local.tokens).subspan(0, c.decode))));
     }
     if (tp != nullptr) {
       TESSERA_ASSIGN_OR_RETURN(
@@ -963,8 +1016,9 @@ absl::Status Main(const Config& c) {
       }
       if (&m != &local) {
         const Agreement a = Compare(m, local, c);
-        agree = absl::StrFormat("%s %d/%d", a.equal == a.compared ? "yes" : "NO",
-                                a.equal, a.compared);
+        agree =
+            absl::StrFormat("%s %d/%d", a.equal == a.compared ? "yes" : "NO",
+                            a.equal, a.compared);
         err = absl::StrFormat("%.1e/%.1e", a.prompt_err, a.decode_err);
         for (const std::string& d : a.differences) {
           footnotes.push_back(absl::StrCat(name, " ", m.name, ": ", d));
@@ -976,8 +1030,8 @@ absl::Status Main(const Config& c) {
           name, m.name, m.load_s, c.prompt / prompt_s, decode_tps,
           1e3 * decode_s / c.decode, m.bytes_per_token / 1e6, limit_tps,
           decode_tps / limit_tps,
-          m.remote ? absl::StrFormat("%.0f", 1e6 * (decode_s - local_decode) /
-                                                 c.decode)
+          m.remote ? absl::StrFormat("%.0f",
+                                     1e6 * (decode_s - local_decode) / c.decode)
                    : "-",
           agree, err);
     }
@@ -992,9 +1046,8 @@ absl::Status Main(const Config& c) {
     const double tokens = static_cast<double>(c.rounds) * c.decode;
     std::string cpu_ms;
     for (const Mode& m : modes) {
-      absl::StrAppendFormat(
-          &cpu_ms, "%s%s %.1f", cpu_ms.empty() ? "" : "; ", m.name,
-          1e3 * m.decode_cpu_self_s / tokens);
+      absl::StrAppendFormat(&cpu_ms, "%s%s %.1f", cpu_ms.empty() ? "" : "; ",
+                            m.name, 1e3 * m.decode_cpu_self_s / tokens);
       if (&m == remote) {
         absl::StrAppendFormat(&cpu_ms, " + tesserad %.1f",
                               1e3 * m.decode_cpu_daemon_s / tokens);
@@ -1011,9 +1064,9 @@ absl::Status Main(const Config& c) {
           "between devices",
           name, m.name, m.runner->n_splits(), m.runner->n_inputs_copied()));
     }
-    footnotes.push_back(absl::StrFormat(
-        "%s model file %.1f MB, written in %.1f s", name,
-        std::filesystem::file_size(path) / 1e6, write_s));
+    footnotes.push_back(
+        absl::StrFormat("%s model file %.1f MB, written in %.1f s", name,
+                        std::filesystem::file_size(path) / 1e6, write_s));
     std::fflush(stdout);
   }
   const double bw_after = StreamReadGBps(kStreamBytes, 2, 5);
@@ -1084,7 +1137,8 @@ int main(int argc, char** argv) {
       bad = c.modes.empty();
       for (size_t m = 0; m < c.modes.size(); ++m) {
         bad |= (c.modes[m] != "local" && c.modes[m] != "tp" &&
-                c.modes[m] != "remote" && c.modes[m] != "gpu") ||
+                c.modes[m] != "remote" && c.modes[m] != "tp-daemons" &&
+                c.modes[m] != "gpu") ||
                std::count(c.modes.begin(), c.modes.end(), c.modes[m]) > 1;
       }
     } else if (arg.rfind("--tesserad=", 0) == 0) {
@@ -1097,20 +1151,17 @@ int main(int argc, char** argv) {
     // The shape's limits. tp 2 needs a KV head per member, and attn_output
     // split in whole head groups of whole blocks (the meta device slices a
     // mirrored quantized weight only at block boundaries).
-    bad = c.dim % c.heads != 0 || c.heads % c.kv_heads != 0 ||
-          c.kv_heads < 2;
+    bad = c.dim % c.heads != 0 || c.heads % c.kv_heads != 0 || c.kv_heads < 2;
     const int64_t head_group = c.dim / c.heads * (c.heads / c.kv_heads);
     for (const std::string& type : c.types) {
-      const absl::StatusOr<int32_t> ggml =
-          tessera::bench::GgmlTypeByName(type);
+      const absl::StatusOr<int32_t> ggml = tessera::bench::GgmlTypeByName(type);
       if (!ggml.ok()) {
         bad = true;
         continue;
       }
       const int64_t block =
           tessera::Traits(*tessera::TesseraTypeFromGgml(*ggml)).block_size;
-      bad |= c.dim % block != 0 || c.ff % block != 0 ||
-             head_group % block != 0;
+      bad |= c.dim % block != 0 || c.ff % block != 0 || head_group % block != 0;
     }
   }
   if (bad) {
@@ -1119,7 +1170,7 @@ int main(int argc, char** argv) {
         "usage: llama [--layers=N] [--dim=N] [--ff=N] [--heads=N] "
         "[--kv_heads=N] [--vocab=N] [--prompt=N] [--decode=N] [--ubatch=N] "
         "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k,q5_k,q6_k] "
-        "[--modes=local,tp,remote,gpu (each once; the first is the "
+        "[--modes=local,tp,remote,tp-daemons,gpu (each once; the first is the "
         "reference)] [--tesserad=PATH]\n"
         "heads divides dim, kv_heads (>= 2) divides heads; dim, ff and "
         "dim / kv_heads are multiples of the block size (32 for q8_0 and "
