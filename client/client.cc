@@ -345,6 +345,9 @@ absl::StatusOr<uint64_t> Client::JoinCommGroup(const std::string& device,
       static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
   v1::JoinCommGroupResponse response;
   grpc::ClientContext context;
+  // The daemon gives up at the timeout; the call a little later.
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(30)));
   TESSERA_RETURN_IF_ERROR(
       FromGrpc(stub_->JoinCommGroup(&context, request, &response)));
   return response.group();
@@ -363,6 +366,11 @@ absl::Status Client::RunCollective(v1::RunCollectiveRequest& request) {
   request.set_session(session_);
   v1::RunCollectiveResponse response;
   grpc::ClientContext context;
+  const absl::Duration timeout = request.timeout_ms() == 0
+                                     ? absl::Seconds(60)
+                                     : absl::Milliseconds(request.timeout_ms());
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(30)));
   return FromGrpc(stub_->RunCollective(&context, request, &response));
 }
 

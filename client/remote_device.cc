@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/ticket_event.h"
+#include "base/status_macros.h"
 #include "client/remote_stream.h"
 #include "graph/ops.h"
-#include "base/status_macros.h"
 
 namespace tessera::client {
 
@@ -14,6 +14,7 @@ RemoteDevice::RemoteDevice(Client& client, wire::DeviceDescription info)
     : client_(client),
       remote_name_(info.props.name),
       name_(absl::StrCat("remote:", info.props.name)),
+      remote_type_(info.props.type),
       n_members_(info.props.type == DeviceType::kMeta
                      ? static_cast<int>(info.props.members.size())
                      : 0),
@@ -40,7 +41,8 @@ DeviceProps RemoteDevice::Props() {
   if (infos.ok()) {
     for (const v1::DeviceInfo& info : *infos) {
       if (info.name() != remote_name_) continue;
-      if (absl::StatusOr<wire::DeviceDescription> device = wire::FromProto(info);
+      if (absl::StatusOr<wire::DeviceDescription> device =
+              wire::FromProto(info);
           device.ok()) {
         info_ = *std::move(device);
       }
@@ -48,8 +50,8 @@ DeviceProps RemoteDevice::Props() {
   }
   DeviceProps props = info_.props;
   props.name = name_;
-  props.description = absl::StrCat(info_.props.description, " on ",
-                                   client_.server_version());
+  props.description =
+      absl::StrCat(info_.props.description, " on ", client_.server_version());
   props.type = DeviceType::kRemote;
   props.caps.host_buffer = false;
   props.caps.buffer_from_host_ptr = false;

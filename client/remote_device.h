@@ -64,6 +64,8 @@ class RemoteDevice final : public Device {
   // Whether the daemon's device is a tensor-parallel meta device (its
   // members are Props().members).
   bool is_meta() const { return n_members_ > 0; }
+  // The device's type on the daemon (Props().type is kRemote).
+  DeviceType remote_type() const { return remote_type_; }
   // For a meta device: gives the split state of each tensor written whole
   // to this device's buffers (outside compute usage), sent with the write
   // so that the daemon scatters it over the members, and with graphs that
@@ -85,6 +87,7 @@ class RemoteDevice final : public Device {
   Client& client_;
   const std::string remote_name_;
   const std::string name_;
+  const DeviceType remote_type_;
   // Members of a meta device (0: not one).
   const int n_members_;
   RemoteBufferType buffer_type_;

@@ -32,11 +32,21 @@ SpanningCommunicator::Create(absl::Span<RemoteDevice* const> members,
   if (members.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(kWhere, " no members"));
   }
-  absl::flat_hash_set<RemoteDevice*> seen;
+  if (timeout < absl::Milliseconds(1) || timeout > absl::Seconds(600)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kWhere, " timeout ", absl::FormatDuration(timeout),
+                     " is outside 1 ms .. 600 s"));
+  }
+  // One member per session: a daemon runs a session's collectives one at a
+  // time, so two ranks in one session would wait for each other.
+  absl::flat_hash_set<Client*> sessions;
   for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i] == nullptr || !seen.insert(members[i]).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kWhere, " member ", i, " is null or a member twice"));
+    if (members[i] == nullptr ||
+        !sessions.insert(&members[i]->client()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kWhere, " member ", i,
+          " is null or shares its session (Client) with another member; "
+          "several devices of one daemon belong in its meta device"));
     }
   }
   const int n = static_cast<int>(members.size());

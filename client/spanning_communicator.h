@@ -36,9 +36,11 @@ namespace tessera::client {
 class SpanningCommunicator final : public Communicator {
  public:
   // `timeout` bounds each wait for the other ranks (joining, and each
-  // collective). Errors: INVALID_ARGUMENT for no members, a null or
-  // repeated one; FAILED_PRECONDITION when a member's device cannot join
-  // such a group (not a CUDA device); the daemons' errors, naming the rank.
+  // collective), 1 ms to 600 s. Errors: INVALID_ARGUMENT for no members, a
+  // null one, two members of one Client (one session runs one collective at
+  // a time), or a timeout out of range; FAILED_PRECONDITION when a member's
+  // device cannot join such a group (not a CUDA device); the daemons' errors,
+  // naming the rank.
   static absl::StatusOr<std::unique_ptr<SpanningCommunicator>> Create(
       absl::Span<RemoteDevice* const> members,
       absl::Duration timeout = absl::Seconds(60));

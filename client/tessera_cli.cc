@@ -299,16 +299,16 @@ absl::StatusOr<LlamaSplitOptions> TpSplitOptions(const GgufFile& file) {
   return o;
 }
 
-// The daemon's device named `name` (empty: its first).
+// The device named `name` (empty: the first) of the daemon at `daemon`.
 absl::StatusOr<std::unique_ptr<RemoteDevice>> FindRemoteDevice(
-    Client& client, const std::string& name) {
+    Client& client, const std::string& daemon, const std::string& name) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<RemoteDevice>> devices,
                            RemoteDevice::ListAll(client));
   for (std::unique_ptr<RemoteDevice>& d : devices) {
     if (name.empty() || d->remote_name() == name) return std::move(d);
   }
-  return absl::NotFoundError(
-      absl::StrCat("--device: a daemon has no device \"", name, "\""));
+  return absl::NotFoundError(absl::StrCat("--device: the daemon at ", daemon,
+                                          " has no device \"", name, "\""));
 }
 
 // The communicator of a tensor-parallel group over devices of several
@@ -377,10 +377,11 @@ absl::Status RunModel(const Flags& flags) {
   Registry registry;
   // Tensor parallel: per stage, a communicator and a meta device over tp
   // devices (they outlive the runner).
-  std::vector<std::unique_ptr<Communicator>> comms;
-  std::vector<std::unique_ptr<MetaDevice>> metas;
+  // Sessions and their devices outlive what is made of them.
   std::vector<std::unique_ptr<Client>> clients;
   std::vector<std::unique_ptr<RemoteDevice>> remotes;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<std::unique_ptr<MetaDevice>> metas;
   std::unique_ptr<LlamaRunner> runner;
   if (daemons.size() > 1) {
     // One device of each daemon, tensor parallel under a meta device here.
@@ -393,9 +394,9 @@ absl::Status RunModel(const Flags& flags) {
                                ConnectFromFlags(connect));
       TESSERA_ASSIGN_OR_RETURN(
           remotes.emplace_back(),
-          FindRemoteDevice(*clients.back(), flags.Get("device", "")));
+          FindRemoteDevice(*clients.back(), daemon, flags.Get("device", "")));
       members.push_back(remotes.back().get());
-      all_gpus &= remotes.back()->Props().type == DeviceType::kGpu;
+      all_gpus &= remotes.back()->remote_type() == DeviceType::kGpu;
     }
     TESSERA_ASSIGN_OR_RETURN(comms.emplace_back(),
                              SpanningTpCommunicator(remotes, all_gpus));

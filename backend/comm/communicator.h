@@ -65,8 +65,8 @@ class Communicator {
   virtual int first_rank() const { return 0; }
 
   // Waits until the work queued on `streams` (one per member, as in the
-  // calls) is done, collectives included, and returns the first stream's
-  // sticky status. A communicator spanning processes gives up a collective
+  // calls) is done, collectives included, and returns the first error among
+  // the streams' sticky statuses (OK if none). A communicator spanning processes gives up a collective
   // whose other ranks do not come within `timeout` and aborts it
   // (DEADLINE_EXCEEDED, also the streams' status); in one process every
   // rank is queued by the call itself, so this is each stream's

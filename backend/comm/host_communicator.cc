@@ -127,10 +127,11 @@ struct HostCommunicator::Collective {
   absl::Status status;
   int parts = 1;
   PartFn run;
-  // The host copy of a staged tensor.
+  // The host copy of a staged tensor (the tensor copied too: only its
+  // memory must outlive the call).
   struct Staged {
     int rank;
-    Tensor* tensor;
+    Tensor tensor;
     std::unique_ptr<char[]> host;
     bool read;
     bool write;
@@ -207,7 +208,7 @@ absl::StatusOr<char*> HostCommunicator::Map(Collective& collective, int rank,
         " bytes to stage the tensor of rank ", rank, " (", Describe(*t), ")"));
   }
   char* data = host.get();
-  collective.staged.push_back({rank, t, std::move(host), read, write});
+  collective.staged.push_back({rank, *t, std::move(host), read, write});
   return data;
 }
 
@@ -412,7 +413,7 @@ absl::Status HostCommunicator::Stage(Collective& collective, bool in) {
   PartFn stage = [&](int rank, int) {
     for (Collective::Staged& s : collective.staged) {
       if (s.rank != rank || !(in ? s.read : s.write)) continue;
-      Tensor& t = *s.tensor;
+      Tensor& t = s.tensor;
       absl::Status status =
           in ? t.buffer->GetTensor(t, s.host.get(), 0, t.NumBytes())
              : t.buffer->SetTensor(t, s.host.get(), 0, t.NumBytes());

@@ -86,10 +86,10 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   std::vector<NcclComm> comms;
   for (ncclComm_t comm : raw) comms.emplace_back(comm);
   const int ranks = static_cast<int>(devices.size());
-  return std::unique_ptr<NcclCommunicator>(
-      new NcclCommunicator(std::vector<Device*>(devices.begin(), devices.end()),
-                           std::vector<int>(ordinals.begin(), ordinals.end()),
-                           std::move(comms), ranks, /*first_rank=*/0));
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
+      std::vector<Device*>(devices.begin(), devices.end()),
+      std::vector<int>(ordinals.begin(), ordinals.end()), std::move(comms),
+      ranks, /*first_rank=*/0, absl::InfiniteDuration()));
 }
 
 absl::StatusOr<std::string> NcclCommunicator::NewGroupId() {
@@ -120,6 +120,16 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(
         absl::StrCat(kWhere, " rank ", rank, " of ", ranks));
   }
   std::memcpy(unique.internal, id.data(), id.size());
+  // NCCL initializes the rank on the calling thread's device; the thread's
+  // own device is given back after.
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+  struct RestoreDevice {
+    int device;
+    ~RestoreDevice() {
+      if (device >= 0) (void)cudaSetDevice(device);
+    }
+  } restore{previous};
   if (const cudaError_t e = cudaSetDevice(ordinal); e != cudaSuccess) {
     return absl::UnavailableError(absl::StrCat(kWhere, " CUDA device ", ordinal,
                                                ": ", cudaGetErrorString(e)));
@@ -152,18 +162,19 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(
   }
   std::vector<NcclComm> comms;
   comms.emplace_back(raw);
-  return std::unique_ptr<NcclCommunicator>(
-      new NcclCommunicator({device}, {ordinal}, std::move(comms), ranks, rank));
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
+      {device}, {ordinal}, std::move(comms), ranks, rank, timeout));
 }
 
 NcclCommunicator::NcclCommunicator(std::vector<Device*> devices,
                                    std::vector<int> ordinals,
                                    std::vector<NcclComm> comms, int ranks,
-                                   int first_rank)
+                                   int first_rank, absl::Duration settle_limit)
     : devices_(std::move(devices)),
       ordinals_(std::move(ordinals)),
       ranks_(ranks),
       first_rank_(first_rank),
+      settle_limit_(settle_limit),
       comms_(std::move(comms)) {}
 
 NcclCommunicator::~NcclCommunicator() = default;
@@ -239,6 +250,32 @@ absl::Status NcclCommunicator::Launch(absl::Span<Stream* const> streams,
       call = "ncclGroupEnd";
     }
   }
+  if (result == ncclInProgress) {
+    // A non-blocking communicator (Join) enqueues in the background: the
+    // operations are on the streams once no communicator is in progress.
+    call = "waiting for NCCL to enqueue";
+    const absl::Time deadline = absl::Now() + settle_limit_;
+    while (result == ncclInProgress) {
+      result = ncclSuccess;
+      for (NcclComm& comm : comms_) {
+        ncclResult_t state = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError(comm.get(), &state);
+        if (r == ncclSuccess) r = state;
+        if (r == ncclSuccess) continue;
+        result = r;
+        if (r != ncclInProgress) break;
+      }
+      if (result != ncclInProgress) break;
+      if (absl::Now() >= deadline) {
+        const absl::Status status = absl::DeadlineExceededError(
+            absl::StrCat(where, " NCCL did not enqueue the collective within ",
+                         absl::FormatDuration(settle_limit_)));
+        AbortLocked(status);
+        return fail_all(status);
+      }
+      absl::SleepFor(absl::Microseconds(20));
+    }
+  }
   if (result == ncclSuccess) return absl::OkStatus();
   absl::Status status = NcclError(result, where, call);
   if (IsFatal(result)) AbortLocked(status);
@@ -271,14 +308,26 @@ absl::Status NcclCommunicator::CheckAsyncError() {
 absl::Status NcclCommunicator::Await(absl::Span<Stream* const> streams,
                                      absl::Duration timeout) {
   constexpr absl::string_view kWhere = "[NcclCommunicator::Await]";
+  if (static_cast<int>(streams.size()) != size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhere, " ", streams.size(), " streams for ", size(), " members"));
+  }
   TESSERA_ASSIGN_OR_RETURN(std::vector<NativeCudaStream*> native,
                            NativeStreams(streams, kWhere));
+  // On an error the communicators are aborted (NCCL's kernels then exit)
+  // and the streams drained, so that nothing writes the tensors after this
+  // returns, and failed with it.
+  auto fail = [&native](const absl::Status& status) {
+    for (NativeCudaStream* stream : native) {
+      (void)cudaStreamSynchronize(stream->cuda_stream());
+      stream->Fail(status);
+    }
+    return status;
+  };
   const absl::Time deadline = absl::Now() + timeout;
   for (NativeCudaStream* stream : native) {
-    while (true) {
-      const cudaError_t query = cudaStreamQuery(stream->cuda_stream());
-      if (query != cudaErrorNotReady) break;  // done, or failed
-      TESSERA_RETURN_IF_ERROR(CheckAsyncError());
+    while (cudaStreamQuery(stream->cuda_stream()) == cudaErrorNotReady) {
+      if (absl::Status s = CheckAsyncError(); !s.ok()) return fail(s);
       if (absl::Now() >= deadline) {
         const absl::Status status = absl::DeadlineExceededError(absl::StrCat(
             kWhere, " a collective of rank ", first_rank_, " of ", ranks_,
@@ -288,13 +337,12 @@ absl::Status NcclCommunicator::Await(absl::Span<Stream* const> streams,
           absl::MutexLock lock(&mu_);
           if (fatal_.ok()) AbortLocked(status);
         }
-        for (NativeCudaStream* s : native) s->Fail(status);
-        return status;
+        return fail(status);
       }
       absl::SleepFor(absl::Microseconds(50));
     }
   }
-  TESSERA_RETURN_IF_ERROR(CheckAsyncError());
+  if (absl::Status s = CheckAsyncError(); !s.ok()) return fail(s);
   return Communicator::Await(streams, timeout);
 }
 

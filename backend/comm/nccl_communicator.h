@@ -31,8 +31,8 @@ using NcclComm = std::unique_ptr<ncclComm, NcclCommDestroyer>;
 
 // The Communicator for CUDA members over NCCL: all ranks of a group in one
 // process (Create, ncclCommInitAll), or one rank of a group that spans
-// processes, e.g. daemons (Join, ncclCommInitRank with an id one of them
-// made). Contract: backend/comm/communicator.h, with these specifics:
+// processes, e.g. daemons (Join, ncclCommInitRankConfig with an id one of
+// them made). Contract: backend/comm/communicator.h, with these specifics:
 //   - every member stream must implement NativeCudaStream (else
 //     INVALID_ARGUMENT), on the rank's CUDA ordinal; tensors must lie in
 //     buffers of the rank's device;
@@ -65,9 +65,14 @@ class NcclCommunicator final : public Communicator {
   // Rank `rank` of a group of `ranks` made with `id` (NewGroupId's bytes),
   // spanning processes; its one member is `device`, CUDA ordinal `ordinal`.
   // Blocks until every rank has joined or `timeout` passes (the attempt is
-  // then aborted: DEADLINE_EXCEEDED). Errors: INVALID_ARGUMENT for a null
-  // device, an id of another size, ranks < 1 or a rank outside [0, ranks);
-  // NCCL's as Create's.
+  // then aborted: DEADLINE_EXCEEDED). The communicator is NCCL's
+  // non-blocking kind (blocking = 0): each call waits until NCCL has
+  // enqueued its operations, at most `timeout`, after which the
+  // communicators are aborted (DEADLINE_EXCEEDED). The id names a socket of
+  // the process that made it, which every rank connects to: an id that is
+  // not one fails as NCCL reports it, or at the timeout. Errors:
+  // INVALID_ARGUMENT for a null device, an id of another size, ranks < 1 or
+  // a rank outside [0, ranks); NCCL's as Create's.
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Join(
       Device* device, int ordinal, absl::string_view id, int ranks, int rank,
       absl::Duration timeout);
@@ -96,8 +101,9 @@ class NcclCommunicator final : public Communicator {
   // aborts them as above. Returns it, or OK.
   absl::Status CheckAsyncError();
   // Communicator::Await: polls the CUDA streams and NCCL's asynchronous
-  // errors; at the timeout the communicators are aborted (a fatal error)
-  // and every member stream fails with DEADLINE_EXCEEDED.
+  // errors. At the timeout the communicators are aborted (a fatal error:
+  // DEADLINE_EXCEEDED); on that or any error the streams are drained and
+  // failed with it, so that nothing writes the tensors afterwards.
   absl::Status Await(absl::Span<Stream* const> streams,
                      absl::Duration timeout) override;
 
@@ -106,7 +112,8 @@ class NcclCommunicator final : public Communicator {
   using RankOp = absl::FunctionRef<ncclResult_t(int, CUstream_st*)>;
 
   NcclCommunicator(std::vector<Device*> devices, std::vector<int> ordinals,
-                   std::vector<NcclComm> comms, int ranks, int first_rank);
+                   std::vector<NcclComm> comms, int ranks, int first_rank,
+                   absl::Duration settle_limit);
   // The members' NativeCudaStreams, after the argument checks. Errors:
   // INVALID_ARGUMENT.
   absl::StatusOr<std::vector<NativeCudaStream*>> NativeStreams(
@@ -127,6 +134,9 @@ class NcclCommunicator final : public Communicator {
   const std::vector<int> ordinals_;
   const int ranks_;
   const int first_rank_;
+  // How long a call waits for a non-blocking communicator (Join's) to
+  // finish enqueueing before it aborts them.
+  const absl::Duration settle_limit_;
 
   // Serializes calls (NCCL groups must not interleave) and guards the
   // communicators' life.

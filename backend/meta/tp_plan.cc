@@ -641,9 +641,17 @@ class Deriver {
     for (int i = 0; i < n_; ++i) {
       Tensor* root =
           pd->m[i]->view_src != nullptr ? pd->m[i]->view_src : pd->m[i];
+      const char* at = static_cast<const char*>(pn.m[i]->data);
+      const char* base = static_cast<const char*>(root->data);
+      if (pn.m[i]->buffer != root->buffer || at < base ||
+          static_cast<size_t>(at - base) + pn.m[i]->NumBytes() >
+              root->NumBytes()) {
+        return absl::InternalError(
+            absl::StrCat("member ", i, " of SET_ROWS ", Describe(*node),
+                         " does not lie inside its destination"));
+      }
       pn.m[i]->view_src = root;
-      pn.m[i]->view_offs = static_cast<size_t>(
-          static_cast<char*>(pn.m[i]->data) - static_cast<char*>(root->data));
+      pn.m[i]->view_offs = static_cast<size_t>(at - base);
     }
     return absl::OkStatus();
   }

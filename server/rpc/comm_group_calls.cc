@@ -20,6 +20,11 @@ namespace {
 
 // Groups one session may hold at once.
 constexpr size_t kMaxCommGroups = 8;
+// Ranks of one group.
+constexpr int kMaxCommRanks = 1024;
+// Ids this daemon made that no group joined here yet: each holds an NCCL
+// bootstrap thread and socket until its group forms.
+constexpr size_t kMaxPendingCommIds = 64;
 // The wait for other ranks when a request gives none, and the longest.
 constexpr uint32_t kDefaultCommTimeoutMs = 60'000;
 constexpr uint32_t kMaxCommTimeoutMs = 600'000;
@@ -92,8 +97,15 @@ grpc::ServerUnaryReactor* Service::NewCommGroupId(
   return Offload(
       context, request->session(), [this, request, response]() -> absl::Status {
         TESSERA_RETURN_IF_ERROR(sessions_.Find(request->session()).status());
+        absl::MutexLock lock(&comm_ids_mu_);
+        if (pending_comm_ids_.size() >= kMaxPendingCommIds) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "[NewCommGroupId] ", kMaxPendingCommIds,
+              " group ids made here wait for their groups to form"));
+        }
         TESSERA_ASSIGN_OR_RETURN(std::string id,
                                  tessera::NewCommGroupId(registry_));
+        pending_comm_ids_.insert(id);
         response->set_id(std::move(id));
         return absl::OkStatus();
       });
@@ -120,12 +132,26 @@ grpc::ServerUnaryReactor* Service::JoinCommGroup(
         }
         TESSERA_ASSIGN_OR_RETURN(absl::Duration timeout,
                                  CommTimeout(kWhere, request->timeout_ms()));
+        if (request->ranks() > kMaxCommRanks) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(kWhere, " ranks: ", request->ranks(), " is over ",
+                           kMaxCommRanks));
+        }
+        TESSERA_ASSIGN_OR_RETURN(
+            std::unique_ptr<CommWait> wait,
+            CommWait::Begin(comm_waits_, std::max(1, work_.threads() / 2),
+                            kWhere));
         TESSERA_ASSIGN_OR_RETURN(
             std::unique_ptr<Communicator> group,
             tessera::JoinCommGroup(**device, request->id(), request->ranks(),
                                    request->rank(), timeout));
-        TESSERA_ASSIGN_OR_RETURN(uint64_t handle,
-                                 session->AddCommGroup(std::move(group)));
+        {
+          absl::MutexLock lock(&comm_ids_mu_);
+          pending_comm_ids_.erase(request->id());
+        }
+        TESSERA_ASSIGN_OR_RETURN(
+            uint64_t handle,
+            session->AddCommGroup(std::move(group), kMaxCommGroups));
         response->set_group(handle);
         return absl::OkStatus();
       });
@@ -187,6 +213,10 @@ grpc::ServerUnaryReactor* Service::RunCollective(
         Tensor* s = &send.first;
         Tensor* r = &recv.first;
 
+        TESSERA_ASSIGN_OR_RETURN(
+            std::unique_ptr<CommWait> wait,
+            CommWait::Begin(comm_waits_, std::max(1, work_.threads() / 2),
+                            kWhere));
         absl::MutexLock lock(&session->compute_mutex());
         TESSERA_ASSIGN_OR_RETURN(Stream * stream,
                                  session->ComputeStream(device));

@@ -3,8 +3,12 @@
 
 #include <atomic>
 #include <cstddef>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "backend/registry.h"
 #include "grpcpp/support/server_callback.h"
 #include "proto/tessera.grpc.pb.h"
@@ -152,6 +156,10 @@ class Service final : public v1::Tessera::WithRawCallbackMethod_WriteTensor<
   // Calls waiting for the other ranks of a collective group (joins and
   // collectives), at most half the work queue's threads at once.
   std::atomic<int> comm_waits_{0};
+  // Group ids made here whose group has not formed here yet.
+  absl::Mutex comm_ids_mu_;
+  absl::flat_hash_set<std::string> pending_comm_ids_
+      ABSL_GUARDED_BY(comm_ids_mu_);
   std::atomic<size_t> execute_streams_{0};
 };
 

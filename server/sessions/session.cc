@@ -57,6 +57,17 @@ absl::StatusOr<uint64_t> Session::AddGraph(
   return graphs_.Add(Charged(std::move(graph), std::move(charge)));
 }
 
+absl::StatusOr<uint64_t> Session::AddCommGroup(
+    std::unique_ptr<Communicator> group, size_t max) {
+  absl::MutexLock lock(&comm_groups_add_mu_);
+  if (comm_groups_.size() >= max) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("[Session ", id_, "] holds ", max,
+                     " collective groups, the most it may"));
+  }
+  return comm_groups_.Add(std::move(group));
+}
+
 size_t Session::num_buffers() const { return buffers_.size(); }
 
 size_t Session::num_graphs() const { return graphs_.size(); }

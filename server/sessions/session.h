@@ -87,10 +87,10 @@ class Session {
   absl::Status ReleaseGraph(uint64_t handle) { return graphs_.Remove(handle); }
 
   // The collective groups spanning daemons this session joined (one rank
-  // each). Errors: as the buffer calls.
-  absl::StatusOr<uint64_t> AddCommGroup(std::unique_ptr<Communicator> group) {
-    return comm_groups_.Add(std::move(group));
-  }
+  // each). Errors: as the buffer calls; RESOURCE_EXHAUSTED when the session
+  // holds `max` groups already.
+  absl::StatusOr<uint64_t> AddCommGroup(std::unique_ptr<Communicator> group,
+                                        size_t max);
   absl::StatusOr<std::shared_ptr<Communicator>> FindCommGroup(
       uint64_t handle) const {
     return comm_groups_.Find(handle);
@@ -142,6 +142,8 @@ class Session {
   HandleTable<Buffer> buffers_;
   HandleTable<RegisteredGraph> graphs_;
   HandleTable<Communicator> comm_groups_;
+  // Serializes AddCommGroup's count and add.
+  absl::Mutex comm_groups_add_mu_;
 
   // State below is protected by mu_.
   mutable absl::Mutex mu_;

@@ -223,6 +223,18 @@ TEST_F(SpanningTpTest, NcclGroupsAreRefusedOnCpuDevices) {
   EXPECT_THAT(comm.status().message(), HasSubstr("rank 0"));
   EXPECT_THAT(comm.status().message(), HasSubstr("CUDA"));
 
+  // Two ranks in one session would wait for each other: refused, as is a
+  // timeout out of range, before any daemon is asked.
+  auto again = RemoteDevice::ListAll(*members_[0].client).value();
+  std::vector<RemoteDevice*> one_session = {members_[0].device.get(),
+                                            again.front().get()};
+  EXPECT_EQ(client::SpanningCommunicator::Create(one_session).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client::SpanningCommunicator::Create(remote, absl::Hours(1))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
   Client& c = *members_[0].client;
   const std::string id(128, 'x');
   auto joined = c.JoinCommGroup("cpu0", id, 2, 0, absl::Seconds(1));
