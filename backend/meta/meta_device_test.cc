@@ -26,17 +26,9 @@ namespace {
 
 using testing::Mlp;
 using testing::MlpInput;
+using testing::Nmse;
 using testing::NaiveMlp;
 using testing::Weights;
-
-double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
-    norm += double{want[i]} * want[i];
-  }
-  return norm == 0 ? err : err / norm;
-}
 
 // Column-parallel even layers, row-parallel odd layers (Megatron MLP).
 SplitPolicy MlpPolicy(int n) {

@@ -33,6 +33,16 @@ inline float Value(int64_t i, int seed, float scale) {
   return scale * std::sin(0.37f * static_cast<float>(i) + 1.31f * seed);
 }
 
+// Normalized mean squared error of `got` against `want`.
+inline double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+    norm += double{want[i]} * want[i];
+  }
+  return norm == 0 ? err : err / norm;
+}
+
 // Weights spread round-robin over devices, in WEIGHTS-usage buffers.
 class Weights {
  public:

@@ -13,15 +13,6 @@
 
 namespace tessera::testing {
 
-double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
-    norm += double{want[i]} * want[i];
-  }
-  return norm == 0 ? err : err / norm;
-}
-
 LlamaStack::LlamaStack(Device& device) {
   for (int l = 0; l < kLayers; ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");

@@ -16,11 +16,9 @@
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
+#include "sched/testing/models.h"
 
 namespace tessera::testing {
-
-// Normalized mean squared error of `got` against `want`.
-double Nmse(const std::vector<float>& got, const std::vector<float>& want);
 
 // RMS_NORM, Q/K/V projections, ROPE, grouped-query FLASH_ATTN_EXT under a
 // causal mask (4 query heads over 2 KV heads), the output projection, a
