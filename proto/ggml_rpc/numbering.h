@@ -17,6 +17,7 @@
 namespace tessera::ggml_rpc {
 
 inline constexpr uint32_t kGgmlOpCount = 101;
+inline constexpr uint32_t kGgmlOpNone = 0;
 
 // "ADD (2)"; "250" for an id beyond the enum.
 std::string GgmlOpName(uint32_t op);

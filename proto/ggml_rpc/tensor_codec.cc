@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "graph/tensor.h"
@@ -16,8 +17,7 @@ namespace tessera::ggml_rpc {
 namespace {
 
 absl::Status Invalid(absl::string_view problem) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("[ggml-rpc graph] ", problem));
+  return absl::InvalidArgumentError(absl::StrCat("[ggml-rpc graph] ", problem));
 }
 
 // The name up to its first NUL (ggml's names are at most 63 characters).
@@ -47,7 +47,8 @@ class GraphParser {
     TESSERA_RETURN_IF_ERROR(Order());
     for (uint32_t index : order_) TESSERA_RETURN_IF_ERROR(Emit(index));
     for (uint64_t id : node_ids_) {
-      out_.def.add_nodes(wire_ids_.at(by_id_.at(id)));
+      const uint32_t index = by_id_.at(id);
+      if (is_node_.contains(index)) out_.def.add_nodes(wire_ids_.at(index));
     }
     return std::move(out_);
   }
@@ -62,11 +63,10 @@ class GraphParser {
     }
     uint32_t n_nodes = 0;
     std::memcpy(&out_.device, payload_.data(), sizeof(uint32_t));
-    std::memcpy(&n_nodes, payload_.data() + sizeof(uint32_t),
-                sizeof(uint32_t));
+    std::memcpy(&n_nodes, payload_.data() + sizeof(uint32_t), sizeof(uint32_t));
     if (n_nodes == 0 || n_nodes > max_tensors_) {
-      return Invalid(absl::StrCat("n_nodes = ", n_nodes, ", want 1 to ",
-                                  max_tensors_));
+      return Invalid(
+          absl::StrCat("n_nodes = ", n_nodes, ", want 1 to ", max_tensors_));
     }
     const size_t nodes_end =
         kGraphHeaderBytes + size_t{n_nodes} * sizeof(uint64_t);
@@ -113,10 +113,16 @@ class GraphParser {
         return Invalid(absl::StrCat("nodes[", i, "] = ", node_ids_[i],
                                     " is not a tensor of the payload"));
       }
-      if (!is_node_.emplace(it->second, true).second) {
-        return Invalid(absl::StrCat("nodes[", i, "]: ",
-                                    Label(it->second, tensors_[it->second]),
-                                    " is listed twice"));
+      if (!listed_.insert(it->second).second) {
+        return Invalid(absl::StrCat(
+            "nodes[", i, "]: ", Label(it->second, tensors_[it->second]),
+            " is listed twice"));
+      }
+      // ggml lists a tensor without an op among the nodes where it is a
+      // parameter (GGML_TENSOR_FLAG_PARAM); it computes nothing there and
+      // travels as a leaf.
+      if (tensors_[it->second].op != kGgmlOpNone) {
+        is_node_.emplace(it->second, true);
       }
     }
     return absl::OkStatus();
@@ -130,9 +136,9 @@ class GraphParser {
       if (id == 0) return absl::OkStatus();
       auto it = by_id_.find(id);
       if (it == by_id_.end()) {
-        return TensorError(index, t,
-                           absl::StrCat(what, " = ", id,
-                                        " is not a tensor of the payload"));
+        return TensorError(
+            index, t,
+            absl::StrCat(what, " = ", id, " is not a tensor of the payload"));
       }
       out.push_back(it->second);
       return absl::OkStatus();
@@ -151,8 +157,8 @@ class GraphParser {
     std::vector<State> state(tensors_.size(), kNew);
     std::vector<uint32_t> reads;
     for (uint64_t root_id : node_ids_) {
-      std::vector<std::pair<uint32_t, bool>> stack = {{by_id_.at(root_id),
-                                                       false}};
+      std::vector<std::pair<uint32_t, bool>> stack = {
+          {by_id_.at(root_id), false}};
       while (!stack.empty()) {
         auto [index, expanded] = stack.back();
         stack.pop_back();
@@ -198,8 +204,8 @@ class GraphParser {
     v1::TensorDef& td = *out_.def.add_tensors();
     td.set_id(wire_id);
     td.set_name(NameOf(t));
-    absl::StatusOr<Type> type = TesseraTypeFromGgml(static_cast<int32_t>(
-        t.type > INT32_MAX ? INT32_MAX : t.type));
+    absl::StatusOr<Type> type = TesseraTypeFromGgml(
+        static_cast<int32_t>(t.type > INT32_MAX ? INT32_MAX : t.type));
     if (!type.ok()) return fail(type.status().message());
     td.set_type(static_cast<int32_t>(*type));
     for (int i = 0; i < kMaxDims; ++i) {
@@ -209,7 +215,7 @@ class GraphParser {
     absl::StatusOr<uint32_t> flags = FlagsFromGgml(t.flags);
     if (!flags.ok()) return fail(flags.status().message());
     td.set_flags(*flags);
-    const bool view = node && view_src != 0;
+    bool view = false;
     if (node) {
       // Fields by value, element by element (protocol.h).
       int32_t op_params[kMaxOpParams];
@@ -218,24 +224,61 @@ class GraphParser {
       if (!op.ok()) return fail(op.status().message());
       td.set_op(static_cast<int32_t>(op->op));
       for (int32_t p : op->op_params) td.add_op_params(p);
-      for (int i = 0; i < kMaxSrc; ++i) {
-        const uint64_t src = t.src[i];
-        td.add_src(src == 0 ? -1
-                            : static_cast<int64_t>(
-                                  wire_ids_.at(by_id_.at(src))));
+      uint64_t srcs[kMaxSrc];
+      for (int i = 0; i < kMaxSrc; ++i) srcs[i] = t.src[i];
+      // The tensor whose memory a view's result is, where tessera's node is
+      // a view of it; 0 for other ops.
+      uint64_t viewed = 0;
+      switch (op->op) {
+        case Op::kView:
+        case Op::kReshape:
+        case Op::kPermute:
+        case Op::kTranspose:
+          viewed = srcs[0];
+          break;
+        case Op::kCpy:
+          viewed = srcs[1];
+          break;
+        case Op::kSetRows:
+          // ggml also lists the destination as src[2] (a legacy order);
+          // tessera's node names it as its view source only.
+          viewed = srcs[2];
+          srcs[2] = 0;
+          break;
+        default:
+          break;
       }
+      for (int i = 0; i < kMaxSrc; ++i) {
+        td.add_src(srcs[i] == 0 ? -1
+                                : static_cast<int64_t>(
+                                      wire_ids_.at(by_id_.at(srcs[i]))));
+      }
+      // Other ops with a view source are ggml's in-place forms: tessera
+      // computes them as ordinary nodes whose data is that memory.
+      view = view_src != 0 && viewed != 0;
       if (view) {
-        const uint32_t source = by_id_.at(view_src);
+        // ggml and tessera point a view at the root of a chain of views,
+        // its offset summed. A view of a tensor that travels as a leaf
+        // (ggml's view, outside this graph's nodes) views that leaf here.
+        uint32_t source = by_id_.at(view_src);
+        uint64_t offs = view_offs;
+        if (viewed != view_src) {
+          const uint32_t from = by_id_.at(viewed);
+          const WireTensor& v = tensors_[from];
+          if (!is_node_.contains(from) && v.view_src == view_src &&
+              view_offs >= v.view_offs) {
+            source = from;
+            offs = view_offs - v.view_offs;
+          }
+        }
         td.set_view_src(wire_ids_.at(source));
-        td.set_view_offs(view_offs);
+        td.set_view_offs(offs);
         const uint64_t source_data = tensors_[source].data;
         if (data != 0 && source_data != 0 &&
-            (view_offs > UINT64_MAX - source_data ||
-             data != source_data + view_offs)) {
-          return fail(absl::StrCat("data 0x", absl::Hex(data),
-                                   " is not its view source's data 0x",
-                                   absl::Hex(source_data), " + view_offs ",
-                                   view_offs));
+            (offs > UINT64_MAX - source_data || data != source_data + offs)) {
+          return fail(absl::StrCat(
+              "data 0x", absl::Hex(data), " is not its view source's data 0x",
+              absl::Hex(source_data), " + view_offs ", offs));
         }
       }
     }
@@ -261,9 +304,10 @@ class GraphParser {
   const PlaceFn& place_;
   std::vector<uint64_t> node_ids_;
   std::vector<WireTensor> tensors_;
-  absl::flat_hash_map<uint64_t, uint32_t> by_id_;      // id -> index
-  absl::flat_hash_map<uint32_t, bool> is_node_;        // index -> true
-  absl::flat_hash_map<uint32_t, uint32_t> wire_ids_;   // index -> wire id
+  absl::flat_hash_map<uint64_t, uint32_t> by_id_;     // id -> index
+  absl::flat_hash_set<uint32_t> listed_;              // indices in nodes
+  absl::flat_hash_map<uint32_t, bool> is_node_;       // listed, with an op
+  absl::flat_hash_map<uint32_t, uint32_t> wire_ids_;  // index -> wire id
   std::vector<uint32_t> order_;
   GraphRequest out_;
 };
@@ -284,7 +328,8 @@ absl::StatusOr<uint64_t> TensorBytes(const WireTensor& t) {
   if (t.ne[0] % layout->block_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ne[0] = ", t.ne[0], " is not a multiple of the block size ",
-        layout->block_size, " of ", GgmlTypeName(static_cast<int32_t>(t.type))));
+        layout->block_size, " of ",
+        GgmlTypeName(static_cast<int32_t>(t.type))));
   }
   // ne and nb are 32-bit, so every product fits in 64 bits and the sum of
   // five of them does too.

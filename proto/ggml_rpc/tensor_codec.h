@@ -48,7 +48,9 @@ struct GraphRequest {
 //     (a cycle is an error); the others are ignored, as ggml does;
 //  4. each tensor: a tessera type (model/ggml_type.h), dims and strides,
 //     flags (numbering.h); a node also its op (OpFromGgml), sources and
-//     view. A tensor that is not a node travels as a leaf with its data
+//     view. A node without an op (GGML_OP_NONE: ggml lists parameters
+//     among the nodes) computes nothing: it travels as a leaf, and the
+//     GraphDef's nodes may be empty. A tensor that is not a node travels as a leaf with its data
 //     (ggml's scheduler passes results of earlier splits that way). Data:
 //     views take their source's (and must say the same address); others
 //     with a buffer are placed by `place` over their byte span; a leaf

@@ -23,10 +23,10 @@ using proto::Command;
 constexpr size_t kStagingBytes = size_t{8} << 20;
 
 constexpr const char* kCommandNames[proto::kCommandCount] = {
-    "ALLOC_BUFFER",  "GET_ALIGNMENT",     "GET_MAX_SIZE",  "BUFFER_GET_BASE",
-    "FREE_BUFFER",   "BUFFER_CLEAR",      "SET_TENSOR",    "SET_TENSOR_HASH",
-    "GET_TENSOR",    "COPY_TENSOR",       "GRAPH_COMPUTE", "GET_DEVICE_MEMORY",
-    "INIT_TENSOR",   "GET_ALLOC_SIZE",    "HELLO",         "DEVICE_COUNT",
+    "ALLOC_BUFFER",    "GET_ALIGNMENT",  "GET_MAX_SIZE",  "BUFFER_GET_BASE",
+    "FREE_BUFFER",     "BUFFER_CLEAR",   "SET_TENSOR",    "SET_TENSOR_HASH",
+    "GET_TENSOR",      "COPY_TENSOR",    "GRAPH_COMPUTE", "GET_DEVICE_MEMORY",
+    "INIT_TENSOR",     "GET_ALLOC_SIZE", "HELLO",         "DEVICE_COUNT",
     "GRAPH_RECOMPUTE", "MEMSET_TENSOR",
 };
 
@@ -68,15 +68,13 @@ void Connection::Serve() {
     if (!socket_->Read(&command, 1).ok()) break;  // the peer is done
     const InFlight::Hold hold = shared_.in_flight.Begin();
     const absl::Time start = absl::Now();
-    const char* name = command < proto::kCommandCount
-                           ? kCommandNames[command]
-                           : "unknown command";
+    const char* name = command < proto::kCommandCount ? kCommandNames[command]
+                                                      : "unknown command";
     uint64_t size = 0;
-    absl::Status status =
-        command >= proto::kCommandCount
-            ? absl::InvalidArgumentError(
-                  absl::StrCat("command ", command, " does not exist"))
-            : socket_->Read(&size, sizeof(size));
+    absl::Status status = command >= proto::kCommandCount
+                              ? absl::InvalidArgumentError(absl::StrCat(
+                                    "command ", command, " does not exist"))
+                              : socket_->Read(&size, sizeof(size));
     if (status.ok()) status = Dispatch(static_cast<Command>(command), size);
     shared_.metrics.ObserveCall(absl::StrCat("/ggml_rpc/", name),
                                 static_cast<grpc::StatusCode>(status.code()),
@@ -113,8 +111,8 @@ absl::Status Connection::Hello() {
 template <typename T>
 absl::Status Connection::ReadRequest(uint64_t size, T& request) {
   if (size != sizeof(T)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request of ", size, " bytes, want ", sizeof(T)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request of ", size, " bytes, want ", sizeof(T)));
   }
   return socket_->Read(&request, sizeof(T));
 }
@@ -128,8 +126,9 @@ absl::StatusOr<Device*> Connection::DeviceAt(uint32_t index) const {
   return devices[index];
 }
 
-absl::StatusOr<BufferRange> Connection::TensorRange(
-    const proto::WireTensor& t, uint64_t offset, uint64_t size) const {
+absl::StatusOr<BufferRange> Connection::TensorRange(const proto::WireTensor& t,
+                                                    uint64_t offset,
+                                                    uint64_t size) const {
   return memory_->Resolve(t.buffer, t.data, offset, size);
 }
 
@@ -262,8 +261,8 @@ absl::Status Connection::AllocBuffer(uint64_t size) {
 absl::Status Connection::SetTensor(uint64_t size) {
   proto::SetTensorHeader header;
   if (size < sizeof(header)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request of ", size, " bytes is shorter than its header"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request of ", size, " bytes is shorter than its header"));
   }
   TESSERA_RETURN_IF_ERROR(socket_->Read(&header, sizeof(header)));
   const uint64_t bytes = size - sizeof(header);
@@ -271,8 +270,8 @@ absl::Status Connection::SetTensor(uint64_t size) {
                            TensorRange(header.tensor, header.offset, bytes));
   Buffer& buffer = *range.buffer;
   if (buffer.type().is_host()) {
-    TESSERA_RETURN_IF_ERROR(socket_->Read(
-        static_cast<char*>(buffer.base()) + range.offset, bytes));
+    TESSERA_RETURN_IF_ERROR(
+        socket_->Read(static_cast<char*>(buffer.base()) + range.offset, bytes));
   } else {
     std::vector<char> piece(std::min<uint64_t>(bytes, kStagingBytes));
     for (uint64_t at = 0; at < bytes; at += piece.size()) {
@@ -431,9 +430,17 @@ absl::Status Connection::GraphCompute(uint64_t size) {
   TESSERA_ASSIGN_OR_RETURN(proto::GraphRequest request,
                            proto::ParseGraph(payload, max_nodes, place));
   TESSERA_ASSIGN_OR_RETURN(Device * device, DeviceAt(request.device));
-  TESSERA_ASSIGN_OR_RETURN(
-      std::vector<Device*> devices,
-      SelectDevices(shared_.registry, {device->name()}));
+  uint64_t& last = last_graph_[request.device];
+  if (request.def.nodes_size() == 0) {
+    // Every node is one without an op: ggml computes nothing.
+    if (last != 0 && last != kNothingToCompute) {
+      session_->ReleaseGraph(last).IgnoreError();
+    }
+    last = kNothingToCompute;
+    return absl::OkStatus();
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Device*> devices,
+                           SelectDevices(shared_.registry, {device->name()}));
   const BufferResolver resolve = [this](uint64_t handle) {
     return session_->FindBuffer(handle);
   };
@@ -452,8 +459,9 @@ absl::Status Connection::GraphCompute(uint64_t size) {
       session_->AddGraph(std::move(registered), std::move(charge)));
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<RegisteredGraph> graph,
                            session_->FindGraph(handle));
-  uint64_t& last = last_graph_[request.device];
-  if (last != 0) session_->ReleaseGraph(last).IgnoreError();
+  if (last != 0 && last != kNothingToCompute) {
+    session_->ReleaseGraph(last).IgnoreError();
+  }
   last = handle;
   return Run(*graph);
 }
@@ -464,9 +472,10 @@ absl::Status Connection::GraphRecompute(uint64_t size) {
   TESSERA_RETURN_IF_ERROR(DeviceAt(request.device).status());
   const uint64_t last = last_graph_[request.device];
   if (last == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "device ", request.device, " has computed no graph yet"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("device ", request.device, " has computed no graph yet"));
   }
+  if (last == kNothingToCompute) return absl::OkStatus();
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<RegisteredGraph> graph,
                            session_->FindGraph(last));
   return Run(*graph);

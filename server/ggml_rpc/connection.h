@@ -80,8 +80,10 @@ class Connection {
   const std::string peer_;
   std::shared_ptr<Session> session_;
   std::unique_ptr<RemoteMemory> memory_;
-  // Per device: the handle of the last graph computed there (0: none).
+  // Per device: the handle of the last graph computed there (0: none;
+  // kNothingToCompute: one without an op, which ggml computes as nothing).
   std::vector<uint64_t> last_graph_;
+  static constexpr uint64_t kNothingToCompute = ~uint64_t{0};
 };
 
 }  // namespace tessera::server::ggml_rpc

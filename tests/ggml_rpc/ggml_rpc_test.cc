@@ -530,6 +530,127 @@ TEST_F(GgmlRpcTest, MalformedRequestsCloseOnlyTheirConnection) {
   }
 }
 
+// ggml lists a parameter (a tensor without an op, GGML_TENSOR_FLAG_PARAM)
+// among a graph's nodes; it computes nothing there. A graph of such a node
+// and an ADD computes the ADD; a graph of the parameter alone computes
+// nothing, and so does its RECOMPUTE; the connection goes on.
+TEST_F(GgmlRpcTest, ParameterNodesComputeNothing) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  auto a = c->Alloc(0, kBufferBytes);
+  ASSERT_TRUE(a.ok() && a->remote_ptr != 0);
+  GgmlTensor param = Contiguous(1, 0, 4, {16}, a->remote_ptr, a->base);
+  param.flags = 4;  // GGML_TENSOR_FLAG_PARAM
+  GgmlTensor sum = Contiguous(2, 0, 4, {16}, a->remote_ptr, a->base + 256);
+  sum.op = 2;  // ADD
+  sum.src[0] = sum.src[1] = 1;
+  std::vector<float> x(16);
+  for (int i = 0; i < 16; ++i) x[i] = 0.5f * i - 3.0f;
+  ASSERT_TRUE(c->SetTensor(param, 0, x.data(), 64).ok());
+
+  ASSERT_TRUE(
+      c->Send(kGraphCompute, GraphPayload(0, {1, 2}, {param, sum})).ok());
+  std::vector<uint8_t> got = *c->GetTensor(sum, 0, 64);
+  std::vector<float> y(16);
+  std::memcpy(y.data(), got.data(), 64);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(y[i], 2 * x[i]) << i;
+
+  ASSERT_TRUE(c->Send(kGraphCompute, GraphPayload(0, {1}, {param})).ok());
+  ASSERT_TRUE(c->Send(kGraphRecompute, U32(0)).ok());
+  EXPECT_EQ(*c->GetTensor(param, 0, 64), std::vector<uint8_t>(
+                                              reinterpret_cast<uint8_t*>(x.data()),
+                                              reinterpret_cast<uint8_t*>(x.data()) + 64));
+  EXPECT_EQ(*c->DeviceCount(), 1u);
+}
+
+// Floats of `t` (F32) as the daemon holds them.
+std::vector<float> Floats(GgmlRpcClient& c, const GgmlTensor& t, uint32_t n) {
+  const std::vector<uint8_t> bytes = *c.GetTensor(t, 0, 4 * n);
+  std::vector<float> out(n);
+  std::memcpy(out.data(), bytes.data(), 4 * n);
+  return out;
+}
+
+// Graph forms ggml builds that are not tessera's own, computed as ggml does:
+// SET_ROWS with its destination also as src[2]; an in-place op (SCALE
+// whose result is a view of its source); a view (PERMUTE) of a tensor that
+// is itself ggml's view but travels as a leaf, pointing at the root with
+// the summed offset as ggml's views do.
+TEST_F(GgmlRpcTest, GgmlGraphFormsComputeAsGgml) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  auto a = c->Alloc(0, kBufferBytes);
+  ASSERT_TRUE(a.ok() && a->remote_ptr != 0);
+  const uint64_t buf = a->remote_ptr, base = a->base;
+  std::vector<float> x(12);
+  for (int i = 0; i < 12; ++i) x[i] = 1.0f + i;
+
+  // SET_ROWS: row 2 of a 4 x 3 destination becomes b.
+  GgmlTensor dst = Contiguous(1, 0, 4, {4, 3}, buf, base);
+  GgmlTensor b = Contiguous(2, 0, 4, {4, 1}, buf, base + 256);
+  GgmlTensor rows = Contiguous(3, 27, 8, {1}, buf, base + 512);  // I64
+  GgmlTensor set = dst;
+  set.id = 4;
+  set.op = 42;  // SET_ROWS
+  set.src[0] = 2;
+  set.src[1] = 3;
+  set.src[2] = 1;
+  set.view_src = 1;
+  ASSERT_TRUE(c->SetTensor(dst, 0, x.data(), 48).ok());
+  const std::vector<float> row = {-1, -2, -3, -4};
+  ASSERT_TRUE(c->SetTensor(b, 0, row.data(), 16).ok());
+  const int64_t two = 2;
+  ASSERT_TRUE(c->SetTensor(rows, 0, &two, 8).ok());
+  ASSERT_TRUE(
+      c->Send(kGraphCompute, GraphPayload(0, {4}, {dst, b, rows, set})).ok());
+  std::vector<float> want = x;
+  std::copy(row.begin(), row.end(), want.begin() + 8);
+  EXPECT_EQ(Floats(*c, dst, 12), want);
+
+  // SCALE in place: the result is a view of its source, at its data.
+  GgmlTensor src = Contiguous(5, 0, 4, {12}, buf, base + 1024);
+  GgmlTensor scaled = src;
+  scaled.id = 6;
+  scaled.op = 32;  // SCALE
+  scaled.src[0] = 5;
+  scaled.view_src = 5;
+  const float scale = 3.0f;
+  std::memcpy(&scaled.op_params[0], &scale, 4);
+  ASSERT_TRUE(c->SetTensor(src, 0, x.data(), 48).ok());
+  ASSERT_TRUE(
+      c->Send(kGraphCompute, GraphPayload(0, {6}, {src, scaled})).ok());
+  for (int i = 0; i < 12; ++i) want[i] = 3 * x[i];
+  EXPECT_EQ(Floats(*c, src, 12), want);
+
+  // A leaf that is ggml's view (values 4..11 of a root), permuted (the
+  // identity) and added to itself: the permute points at the root.
+  GgmlTensor root = Contiguous(7, 0, 4, {12}, buf, base + 2048);
+  GgmlTensor leaf = Contiguous(8, 0, 4, {8}, buf, base + 2048 + 16);
+  leaf.view_src = 7;
+  leaf.view_offs = 16;
+  GgmlTensor permuted = leaf;
+  permuted.id = 9;
+  permuted.op = 38;  // PERMUTE
+  permuted.src[0] = 8;
+  permuted.view_src = 7;
+  permuted.view_offs = 16;
+  permuted.op_params[0] = 0;
+  permuted.op_params[1] = 1;
+  permuted.op_params[2] = 2;
+  permuted.op_params[3] = 3;
+  GgmlTensor sum = Contiguous(10, 0, 4, {8}, buf, base + 3072);
+  sum.op = 2;  // ADD
+  sum.src[0] = sum.src[1] = 9;
+  ASSERT_TRUE(c->SetTensor(root, 0, x.data(), 48).ok());
+  ASSERT_TRUE(c->Send(kGraphCompute,
+                      GraphPayload(0, {9, 10}, {root, leaf, permuted, sum}))
+                  .ok());
+  std::vector<float> doubled;
+  for (int i = 4; i < 12; ++i) doubled.push_back(2 * x[i]);
+  EXPECT_EQ(Floats(*c, sum, 8), doubled);
+  EXPECT_EQ(*c->DeviceCount(), 1u);
+}
+
 // --device_memory_reserve holds for ALLOC_BUFFER as for AllocBuffer: with
 // a reserve larger than the device, even 1 MiB (which the daemon of the
 // other tests gives) gets ggml's null pointer, and the connection goes on.

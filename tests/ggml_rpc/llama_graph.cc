@@ -217,6 +217,8 @@ absl::StatusOr<GgmlGraph> ToGgml(const Graph& graph, uint64_t weights_ptr,
         g.op_params[0] = t->op_params[0] == 0 ? 2 /*SWIGLU*/ : 1 /*GEGLU*/;
       }
       for (int i = 0; i < 10; ++i) g.src[i] = id_of(t->src[i]);
+      // ggml also lists SET_ROWS's destination as src[2].
+      if (t->op == Op::kSetRows) g.src[2] = id_of(t->view_src);
       g.view_src = id_of(t->view_src);
       g.view_offs = t->view_offs;
     }
