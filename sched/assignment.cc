@@ -42,13 +42,15 @@ const Tensor& ViewRoot(const Tensor& t) {
 
 bool DoesNoWork(const Tensor& t) { return t.op == Op::kNone || IsViewOp(t.op); }
 
-bool IsConstant(const Tensor& t) {
+const Tensor& ViewBase(const Tensor& t) {
   const Tensor* cur = &t;
-  while (cur != nullptr && cur->op != Op::kNone && IsViewOp(cur->op)) {
+  while (cur->view_src != nullptr && DoesNoWork(*cur)) {
     cur = cur->src[0] != nullptr ? cur->src[0] : cur->view_src;
   }
-  return cur != nullptr && cur->op == Op::kNone;
+  return *cur;
 }
+
+bool IsConstant(const Tensor& t) { return ViewBase(t).op == Op::kNone; }
 
 namespace {
 
@@ -258,7 +260,9 @@ class Assigner {
 
   // Pass 4: unassigned sources take the stream of their first consumer
   // (through views: the view's root does); every view takes its root's
-  // stream; anything left (a root nothing computes from) the fallback.
+  // stream, or that of the node it shows if that node computes into the
+  // root (ViewBase); anything left (a root nothing computes from) the
+  // fallback.
   void SourcesAndViews() {
     for (const Tensor* node : graph_.nodes()) {
       if (DoesNoWork(*node)) continue;
@@ -273,7 +277,13 @@ class Assigner {
     auto place = [&](const Tensor* t) {
       const Tensor* root = &ViewRoot(*t);
       if (Get(root) < 0) Set(root, streams_.fallback());
-      if (root != t && DoesNoWork(*t)) Set(t, Get(root));
+      if (root == t || !DoesNoWork(*t)) return;
+      // A view of a node that computes (a SET_ROWS) is that node's value
+      // there: it takes the node's stream, so that readers elsewhere copy
+      // it after the node ran.
+      const Tensor* base = &ViewBase(*t);
+      Set(t,
+          base->view_src != nullptr && Get(base) >= 0 ? Get(base) : Get(root));
     };
     for (const Tensor* leaf : graph_.leafs()) place(leaf);
     for (const Tensor* node : graph_.nodes()) place(node);

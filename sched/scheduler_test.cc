@@ -8,13 +8,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "backend/cpu/cpu_device.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "backend/assembly/device_spec.h"
+#include "backend/cpu/cpu_device.h"
+#include "base/status_macros.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
-#include "base/status_macros.h"
-#include "backend/alloc/tensor_allocator.h"
 #include "gtest/gtest.h"
 #include "sched/testing/models.h"
 #include "sched/testing/partial_device.h"
@@ -418,15 +418,19 @@ TEST_F(SchedulerTest, EvalCallbackObservesNodesAndCancels) {
 
 // SET_ROWS returns a view of its destination: a node that reads that view
 // reads the destination after the rows were set, also when the destination
-// is an input the scheduler places and the reader is on another device.
+// is an input the scheduler places and the reader is on another device,
+// and also through a further view of it (as a KV cache is read), whose view
+// source is the destination itself.
 TEST_F(SchedulerTest, ReadersOfSetRowsSeeTheRowsSet) {
-  for (int n : {1, 2}) {
+  for (auto [n, through_view] :
+       {std::pair{1, false}, {2, false}, {1, true}, {2, true}}) {
     Context ctx;
     Tensor* dst = NewInput(ctx, Type::kF32, {4, 3}, "dst").value();
     Tensor* src = NewInput(ctx, Type::kF32, {4, 1}, "src").value();
     Tensor* idx = NewInput(ctx, Type::kI32, {1}, "idx").value();
     Tensor* set = SetRows(ctx, dst, src, idx).value();
-    Tensor* out = Scale(ctx, set, 2.0f).value();
+    Tensor* read = through_view ? View(ctx, set, {4, 3}, {16}, 0).value() : set;
+    Tensor* out = Scale(ctx, read, 2.0f).value();
     out->flags |= kFlagOutput;
     Graph graph;
     ASSERT_TRUE(graph.Expand(out).ok());
@@ -445,7 +449,8 @@ TEST_F(SchedulerTest, ReadersOfSetRowsSeeTheRowsSet) {
     const std::vector<float> got = Read(*out);
     for (int i = 0; i < 12; ++i) {
       const float want = 2.0f * (i / 4 == 1 ? row[i % 4] : 1.0f);
-      EXPECT_EQ(got[i], want) << "devices " << n << " element " << i;
+      EXPECT_EQ(got[i], want) << "devices " << n << " through a view "
+                              << through_view << " element " << i;
     }
   }
 }

@@ -11,13 +11,11 @@ namespace {
 
 // Whether `t` holds the caller's data of an input leaf, staged per copy: the
 // leaf itself or views of it that do no work (a view that does work, as
-// SET_ROWS, holds data the graph computes).
+// SET_ROWS, holds data the graph computes; ViewBase finds it although the
+// view's source is the root).
 bool IsInputData(const Tensor& t) {
-  const Tensor* cur = &t;
-  for (; cur->view_src != nullptr; cur = cur->view_src) {
-    if (!DoesNoWork(*cur)) return false;
-  }
-  return cur->op == Op::kNone && cur->HasFlag(kFlagInput);
+  const Tensor& base = ViewBase(t);
+  return base.op == Op::kNone && base.HasFlag(kFlagInput);
 }
 
 int StreamOf(const StreamAssignment& assignment, const Tensor* t,

@@ -240,9 +240,10 @@ class GraphParser {
           viewed = srcs[1];
           break;
         case Op::kSetRows:
-          // ggml also lists the destination as src[2] (a legacy order);
-          // tessera's node names it as its view source only.
-          viewed = srcs[2];
+          // ggml also lists the destination as src[2] (a legacy order;
+          // older clients leave it out); tessera's node names it as its
+          // view source only.
+          viewed = srcs[2] != 0 ? srcs[2] : view_src;
           srcs[2] = 0;
           break;
         default:

@@ -97,6 +97,8 @@ absl::StatusOr<LlamaGraph> BuildLlama() {
   TESSERA_ASSIGN_OR_RETURN(Tensor * pos, leaf("pos", Type::kI32, {kTokens}));
   TESSERA_ASSIGN_OR_RETURN(Tensor * mask,
                            leaf("mask", Type::kF32, {kTokens, kTokens}));
+  TESSERA_ASSIGN_OR_RETURN(Tensor * kv_rows,
+                           leaf("kv_rows", Type::kI64, {kTokens}));
   TESSERA_ASSIGN_OR_RETURN(Tensor * x, GetRows(ctx, embd, g.tokens));
   RopeParams rope;
   rope.n_dims = kHeadDim;
@@ -124,6 +126,25 @@ absl::StatusOr<LlamaGraph> BuildLlama() {
     TESSERA_ASSIGN_OR_RETURN(v, Reshape(ctx, v, {kHeadDim, kHeads, kTokens}));
     TESSERA_ASSIGN_OR_RETURN(q, Rope(ctx, q, pos, rope));
     TESSERA_ASSIGN_OR_RETURN(k, Rope(ctx, k, pos, rope));
+    // The KV cache, as llama.cpp keeps it: K and V written into F16 caches
+    // by SET_ROWS, then read back through views of what was written.
+    TESSERA_ASSIGN_OR_RETURN(Tensor * k_cache,
+                             leaf(absl::StrCat("blk.", l, ".k_cache"),
+                                  Type::kF16, {kEmbd, kTokens}));
+    TESSERA_ASSIGN_OR_RETURN(Tensor * v_cache,
+                             leaf(absl::StrCat("blk.", l, ".v_cache"),
+                                  Type::kF16, {kEmbd, kTokens}));
+    auto cached = [&](Tensor* cache, Tensor* t) -> absl::StatusOr<Tensor*> {
+      TESSERA_ASSIGN_OR_RETURN(Tensor * rows,
+                               Reshape(ctx, t, {kEmbd, kTokens}));
+      TESSERA_ASSIGN_OR_RETURN(Tensor * written,
+                               SetRows(ctx, cache, rows, kv_rows));
+      const size_t f16 = sizeof(uint16_t);
+      return View(ctx, written, {kHeadDim, kHeads, kTokens},
+                  {f16 * kHeadDim, f16 * kEmbd}, 0);
+    };
+    TESSERA_ASSIGN_OR_RETURN(k, cached(k_cache, k));
+    TESSERA_ASSIGN_OR_RETURN(v, cached(v_cache, v));
     TESSERA_ASSIGN_OR_RETURN(q, Permute(ctx, q, 0, 2, 1, 3));
     TESSERA_ASSIGN_OR_RETURN(k, Permute(ctx, k, 0, 2, 1, 3));
     TESSERA_ASSIGN_OR_RETURN(Tensor * kq, MulMat(ctx, k, q));
@@ -171,6 +192,10 @@ std::map<std::string, std::vector<uint8_t>> LlamaLeafData(
       std::memcpy(bytes.data(), tokens.data(), bytes.size());
     } else if (t->name == "pos") {
       for (int32_t i = 0; i < n; ++i) std::memcpy(&bytes[4 * i], &i, 4);
+    } else if (t->name == "kv_rows") {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(&bytes[8 * i], &i, 8);
+    } else if (t->type == Type::kF16) {
+      // A KV cache: every row is written before it is read.
     } else if (t->name == "mask") {
       for (int64_t r = 0; r < kTokens; ++r) {
         for (int64_t c = 0; c < kTokens; ++c) {
@@ -217,6 +242,8 @@ absl::StatusOr<GgmlGraph> ToGgml(const Graph& graph, uint64_t weights_ptr,
         g.op_params[0] = t->op_params[0] == 0 ? 2 /*SWIGLU*/ : 1 /*GEGLU*/;
       }
       for (int i = 0; i < 10; ++i) g.src[i] = id_of(t->src[i]);
+      // ggml also lists SET_ROWS's destination as src[2].
+      if (t->op == Op::kSetRows) g.src[2] = id_of(t->view_src);
       // ggml also lists SET_ROWS's destination as src[2].
       if (t->op == Op::kSetRows) g.src[2] = id_of(t->view_src);
       g.view_src = id_of(t->view_src);
