@@ -64,9 +64,10 @@ const Tensor& ViewRoot(const Tensor& t);
 // NONE and the view ops: nothing is computed.
 bool DoesNoWork(const Tensor& t);
 // The tensor whose value `t` shows: views that do no work followed to what
-// they were made from (src[0], else the view source) until a tensor that is
-// not such a view: a leaf, or a node that computes (e.g. the SET_ROWS a view
-// of a KV cache reads, although the view's source is the cache itself).
+// they were made from (src[0], else the view source) until a tensor without
+// a view source (a leaf or a computed node) or one that computes into its
+// view source (e.g. the SET_ROWS a view of a KV cache reads, although the
+// view's source is the cache itself).
 const Tensor& ViewBase(const Tensor& t);
 // Whether `t`'s value is not computed by the graph: a leaf, or a chain of
 // views ending in one.

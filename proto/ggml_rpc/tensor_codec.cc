@@ -255,18 +255,31 @@ class GraphParser {
                                       wire_ids_.at(by_id_.at(srcs[i]))));
       }
       // Other ops with a view source are ggml's in-place forms: tessera
-      // computes them as ordinary nodes whose data is that memory.
+      // computes them as ordinary nodes whose data is that memory (at its
+      // root's address plus the offset, as ggml's views are).
       view = view_src != 0 && viewed != 0;
+      if (view_src != 0 && !view) {
+        const uint64_t root_data = tensors_[by_id_.at(view_src)].data;
+        if (data == 0 ||
+            (root_data != 0 && (view_offs > UINT64_MAX - root_data ||
+                                data != root_data + view_offs))) {
+          return fail(absl::StrCat("an in-place result at data 0x",
+                                   absl::Hex(data), ", not at its source's 0x",
+                                   absl::Hex(root_data), " + view_offs ",
+                                   view_offs));
+        }
+      }
       if (view) {
         // ggml and tessera point a view at the root of a chain of views,
-        // its offset summed. A view of a tensor that travels as a leaf
-        // (ggml's view, outside this graph's nodes) views that leaf here.
+        // its offset summed. A view of a tensor that travels here without
+        // its view source (a leaf that is ggml's view, an in-place result)
+        // views that tensor.
         uint32_t source = by_id_.at(view_src);
         uint64_t offs = view_offs;
         if (viewed != view_src) {
           const uint32_t from = by_id_.at(viewed);
           const WireTensor& v = tensors_[from];
-          if (!is_node_.contains(from) && v.view_src == view_src &&
+          if (unviewed_.contains(from) && v.view_src == view_src &&
               view_offs >= v.view_offs) {
             source = from;
             offs = view_offs - v.view_offs;
@@ -296,6 +309,7 @@ class GraphParser {
         *td.mutable_data() = *std::move(ref);
       }
     }
+    if (view_src != 0 && !view) unviewed_.insert(index);
     wire_ids_.emplace(index, wire_id);
     return absl::OkStatus();
   }
@@ -305,8 +319,11 @@ class GraphParser {
   const PlaceFn& place_;
   std::vector<uint64_t> node_ids_;
   std::vector<WireTensor> tensors_;
-  absl::flat_hash_map<uint64_t, uint32_t> by_id_;     // id -> index
-  absl::flat_hash_set<uint32_t> listed_;              // indices in nodes
+  absl::flat_hash_map<uint64_t, uint32_t> by_id_;  // id -> index
+  absl::flat_hash_set<uint32_t> listed_;           // indices in nodes
+  // Indices emitted without the view source ggml gave them (leaves that
+  // are ggml's views, in-place results).
+  absl::flat_hash_set<uint32_t> unviewed_;
   absl::flat_hash_map<uint32_t, bool> is_node_;       // listed, with an op
   absl::flat_hash_map<uint32_t, uint32_t> wire_ids_;  // index -> wire id
   std::vector<uint32_t> order_;

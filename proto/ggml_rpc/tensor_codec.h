@@ -50,7 +50,15 @@ struct GraphRequest {
 //     flags (numbering.h); a node also its op (OpFromGgml), sources and
 //     view. A node without an op (GGML_OP_NONE: ggml lists parameters
 //     among the nodes) computes nothing: it travels as a leaf, and the
-//     GraphDef's nodes may be empty. A tensor that is not a node travels as a leaf with its data
+//     GraphDef's nodes may be empty (the caller must then compute nothing:
+//     DecodeGraph reads no nodes as every tensor with an op). SET_ROWS's
+//     src[2] (ggml's legacy copy of its destination; may be absent) is
+//     dropped. A node of another op with a view source is ggml's in-place
+//     form: it must have data at its source's address plus view_offs, and
+//     travels as an ordinary node placed there. A view of a tensor that
+//     travels without its view source (a leaf that is ggml's view, an
+//     in-place result) views that tensor, at the offset relative to it.
+//     A tensor that is not a node travels as a leaf with its data
 //     (ggml's scheduler passes results of earlier splits that way). Data:
 //     views take their source's (and must say the same address); others
 //     with a buffer are placed by `place` over their byte span; a leaf

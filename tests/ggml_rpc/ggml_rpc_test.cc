@@ -556,10 +556,13 @@ TEST_F(GgmlRpcTest, ParameterNodesComputeNothing) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(y[i], 2 * x[i]) << i;
 
   ASSERT_TRUE(c->Send(kGraphCompute, GraphPayload(0, {1}, {param})).ok());
+  // RECOMPUTE is of the parameter-only graph: the ADD does not run again.
+  std::vector<float> other(16, 100.0f);
+  ASSERT_TRUE(c->SetTensor(param, 0, other.data(), 64).ok());
   ASSERT_TRUE(c->Send(kGraphRecompute, U32(0)).ok());
-  EXPECT_EQ(*c->GetTensor(param, 0, 64), std::vector<uint8_t>(
-                                              reinterpret_cast<uint8_t*>(x.data()),
-                                              reinterpret_cast<uint8_t*>(x.data()) + 64));
+  got = *c->GetTensor(sum, 0, 64);
+  std::memcpy(y.data(), got.data(), 64);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(y[i], 2 * x[i]) << i;
   EXPECT_EQ(*c->DeviceCount(), 1u);
 }
 
@@ -572,10 +575,11 @@ std::vector<float> Floats(GgmlRpcClient& c, const GgmlTensor& t, uint32_t n) {
 }
 
 // Graph forms ggml builds that are not tessera's own, computed as ggml does:
-// SET_ROWS with its destination also as src[2]; an in-place op (SCALE
-// whose result is a view of its source); a view (PERMUTE) of a tensor that
-// is itself ggml's view but travels as a leaf, pointing at the root with
-// the summed offset as ggml's views do.
+// SET_ROWS with its destination also as src[2], and without it (older
+// clients); an in-place op (SCALE whose result is a view of its source),
+// also read through a RESHAPE of it; a view (PERMUTE) of a tensor that is
+// itself ggml's view but travels as a leaf: ggml points it at the root with
+// the summed offset.
 TEST_F(GgmlRpcTest, GgmlGraphFormsComputeAsGgml) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);
@@ -606,6 +610,14 @@ TEST_F(GgmlRpcTest, GgmlGraphFormsComputeAsGgml) {
   std::vector<float> want = x;
   std::copy(row.begin(), row.end(), want.begin() + 8);
   EXPECT_EQ(Floats(*c, dst, 12), want);
+  // The same without src[2], into row 0.
+  set.src[2] = 0;
+  const int64_t zero = 0;
+  ASSERT_TRUE(c->SetTensor(rows, 0, &zero, 8).ok());
+  ASSERT_TRUE(
+      c->Send(kGraphCompute, GraphPayload(0, {4}, {dst, b, rows, set})).ok());
+  std::copy(row.begin(), row.end(), want.begin());
+  EXPECT_EQ(Floats(*c, dst, 12), want);
 
   // SCALE in place: the result is a view of its source, at its data.
   GgmlTensor src = Contiguous(5, 0, 4, {12}, buf, base + 1024);
@@ -621,6 +633,21 @@ TEST_F(GgmlRpcTest, GgmlGraphFormsComputeAsGgml) {
       c->Send(kGraphCompute, GraphPayload(0, {6}, {src, scaled})).ok());
   for (int i = 0; i < 12; ++i) want[i] = 3 * x[i];
   EXPECT_EQ(Floats(*c, src, 12), want);
+  // Read through a RESHAPE of the in-place result (ggml points the reshape
+  // at the root, the SCALE's source), then added to itself.
+  GgmlTensor shaped = Contiguous(11, 0, 4, {4, 3}, buf, base + 1024);
+  shaped.op = 36;  // RESHAPE
+  shaped.src[0] = 6;
+  shaped.view_src = 5;
+  GgmlTensor twice = Contiguous(12, 0, 4, {4, 3}, buf, base + 1536);
+  twice.op = 2;  // ADD
+  twice.src[0] = twice.src[1] = 11;
+  ASSERT_TRUE(c->SetTensor(src, 0, x.data(), 48).ok());
+  ASSERT_TRUE(c->Send(kGraphCompute,
+                      GraphPayload(0, {6, 11, 12}, {src, scaled, shaped, twice}))
+                  .ok());
+  for (int i = 0; i < 12; ++i) want[i] = 6 * x[i];
+  EXPECT_EQ(Floats(*c, twice, 12), want);
 
   // A leaf that is ggml's view (values 4..11 of a root), permuted (the
   // identity) and added to itself: the permute points at the root.

@@ -126,8 +126,10 @@ absl::StatusOr<LlamaGraph> BuildLlama() {
     TESSERA_ASSIGN_OR_RETURN(v, Reshape(ctx, v, {kHeadDim, kHeads, kTokens}));
     TESSERA_ASSIGN_OR_RETURN(q, Rope(ctx, q, pos, rope));
     TESSERA_ASSIGN_OR_RETURN(k, Rope(ctx, k, pos, rope));
-    // The KV cache, as llama.cpp keeps it: K and V written into F16 caches
-    // by SET_ROWS, then read back through views of what was written.
+    // A KV cache: K and V written into F16 caches by SET_ROWS, then read
+    // back through views of what was written (llama.cpp views the cache
+    // itself and relies on node order; tessera's graphs say the
+    // dependency).
     TESSERA_ASSIGN_OR_RETURN(Tensor * k_cache,
                              leaf(absl::StrCat("blk.", l, ".k_cache"),
                                   Type::kF16, {kEmbd, kTokens}));
@@ -242,8 +244,6 @@ absl::StatusOr<GgmlGraph> ToGgml(const Graph& graph, uint64_t weights_ptr,
         g.op_params[0] = t->op_params[0] == 0 ? 2 /*SWIGLU*/ : 1 /*GEGLU*/;
       }
       for (int i = 0; i < 10; ++i) g.src[i] = id_of(t->src[i]);
-      // ggml also lists SET_ROWS's destination as src[2].
-      if (t->op == Op::kSetRows) g.src[2] = id_of(t->view_src);
       // ggml also lists SET_ROWS's destination as src[2].
       if (t->op == Op::kSetRows) g.src[2] = id_of(t->view_src);
       g.view_src = id_of(t->view_src);

@@ -27,7 +27,7 @@ struct LlamaGraph {
 
 // Embedding (GET_ROWS), then per layer RMS_NORM, MUL, Q/K/V MUL_MATs,
 // RESHAPE, ROPE, K and V written into F16 cache leafs by SET_ROWS and read
-// back through VIEWs of what was written (as llama.cpp's KV cache),
+// back through VIEWs of what was written (a KV cache),
 // PERMUTE, attention (MUL_MAT, SOFT_MAX with a causal mask, CONT), the
 // output projection and residual ADD, the SwiGLU feed-forward (GLU), and
 // the output head. Leafs have no data.
