@@ -1,6 +1,7 @@
 #include "client/client.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -38,6 +39,15 @@ std::shared_ptr<grpc::ChannelCredentials> Credentials(
   ssl.pem_cert_chain = options.tls_client_cert;
   ssl.pem_private_key = options.tls_client_key;
   return grpc::SslCredentials(ssl);
+}
+
+// The deadline of a call that waits up to `timeout_ms` (0: the daemon's
+// 60 s) for the other ranks of a collective group: the daemon gives up at
+// its timeout, the call a little later.
+std::chrono::system_clock::time_point CommDeadline(uint32_t timeout_ms) {
+  const absl::Duration timeout =
+      timeout_ms == 0 ? absl::Seconds(60) : absl::Milliseconds(timeout_ms);
+  return absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(30));
 }
 
 }  // namespace
@@ -345,9 +355,7 @@ absl::StatusOr<uint64_t> Client::JoinCommGroup(const std::string& device,
       static_cast<uint32_t>(absl::ToInt64Milliseconds(timeout)));
   v1::JoinCommGroupResponse response;
   grpc::ClientContext context;
-  // The daemon gives up at the timeout; the call a little later.
-  context.set_deadline(
-      absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(30)));
+  context.set_deadline(CommDeadline(request.timeout_ms()));
   TESSERA_RETURN_IF_ERROR(
       FromGrpc(stub_->JoinCommGroup(&context, request, &response)));
   return response.group();
@@ -366,11 +374,7 @@ absl::Status Client::RunCollective(v1::RunCollectiveRequest& request) {
   request.set_session(session_);
   v1::RunCollectiveResponse response;
   grpc::ClientContext context;
-  const absl::Duration timeout = request.timeout_ms() == 0
-                                     ? absl::Seconds(60)
-                                     : absl::Milliseconds(request.timeout_ms());
-  context.set_deadline(
-      absl::ToChronoTime(absl::Now() + timeout + absl::Seconds(30)));
+  context.set_deadline(CommDeadline(request.timeout_ms()));
   return FromGrpc(stub_->RunCollective(&context, request, &response));
 }
 

@@ -51,6 +51,37 @@ ncclDataType_t NcclType(Type type) {
   }
 }
 
+// The state of `comms` as ncclCommGetAsyncError reports it: the first
+// error, else ncclInProgress while one of them is in progress (a
+// non-blocking communicator still initializing or enqueueing), else
+// ncclSuccess.
+ncclResult_t StateOf(absl::Span<const ncclComm_t> comms) {
+  ncclResult_t out = ncclSuccess;
+  for (ncclComm_t comm : comms) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t result = ncclCommGetAsyncError(comm, &state);
+    if (result == ncclSuccess) result = state;
+    if (result == ncclInProgress) {
+      out = ncclInProgress;
+    } else if (result != ncclSuccess) {
+      return result;
+    }
+  }
+  return out;
+}
+
+// StateOf(comms), polled every `poll` while it is ncclInProgress and
+// `deadline` has not passed; the state last seen.
+ncclResult_t Settle(absl::Span<const ncclComm_t> comms, absl::Time deadline,
+                    absl::Duration poll) {
+  ncclResult_t state = StateOf(comms);
+  while (state == ncclInProgress && absl::Now() < deadline) {
+    absl::SleepFor(poll);
+    state = StateOf(comms);
+  }
+  return state;
+}
+
 }  // namespace
 
 void NcclCommDestroyer::operator()(ncclComm_t comm) const {
@@ -140,21 +171,15 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(
   ncclComm_t raw = nullptr;
   ncclResult_t result =
       ncclCommInitRankConfig(&raw, ranks, unique, rank, &config);
-  const absl::Time deadline = absl::Now() + timeout;
-  while (result == ncclInProgress || result == ncclSuccess) {
-    ncclResult_t state = ncclSuccess;
-    result = ncclCommGetAsyncError(raw, &state);
-    if (result == ncclSuccess) result = state;
-    if (result != ncclInProgress) break;
-    if (absl::Now() >= deadline) {
-      (void)ncclCommAbort(raw);
-      return absl::DeadlineExceededError(
-          absl::StrCat(kWhere, " rank ", rank, " of ", ranks,
-                       ": the other ranks did not "
-                       "join within ",
-                       absl::FormatDuration(timeout)));
-    }
-    absl::SleepFor(absl::Milliseconds(1));
+  if (result == ncclSuccess || result == ncclInProgress) {
+    result = Settle({raw}, absl::Now() + timeout, absl::Milliseconds(1));
+  }
+  if (result == ncclInProgress) {
+    (void)ncclCommAbort(raw);
+    return absl::DeadlineExceededError(
+        absl::StrCat(kWhere, " rank ", rank, " of ", ranks,
+                     ": the other ranks did not join within ",
+                     absl::FormatDuration(timeout)));
   }
   if (result != ncclSuccess) {
     if (raw != nullptr) (void)ncclCommAbort(raw);
@@ -254,26 +279,14 @@ absl::Status NcclCommunicator::Launch(absl::Span<Stream* const> streams,
     // A non-blocking communicator (Join) enqueues in the background: the
     // operations are on the streams once no communicator is in progress.
     call = "waiting for NCCL to enqueue";
-    const absl::Time deadline = absl::Now() + settle_limit_;
-    while (result == ncclInProgress) {
-      result = ncclSuccess;
-      for (NcclComm& comm : comms_) {
-        ncclResult_t state = ncclSuccess;
-        ncclResult_t r = ncclCommGetAsyncError(comm.get(), &state);
-        if (r == ncclSuccess) r = state;
-        if (r == ncclSuccess) continue;
-        result = r;
-        if (r != ncclInProgress) break;
-      }
-      if (result != ncclInProgress) break;
-      if (absl::Now() >= deadline) {
-        const absl::Status status = absl::DeadlineExceededError(
-            absl::StrCat(where, " NCCL did not enqueue the collective within ",
-                         absl::FormatDuration(settle_limit_)));
-        AbortLocked(status);
-        return fail_all(status);
-      }
-      absl::SleepFor(absl::Microseconds(20));
+    result = Settle(RawCommsLocked(), absl::Now() + settle_limit_,
+                    absl::Microseconds(20));
+    if (result == ncclInProgress) {
+      const absl::Status status = absl::DeadlineExceededError(
+          absl::StrCat(where, " NCCL did not enqueue the collective within ",
+                       absl::FormatDuration(settle_limit_)));
+      AbortLocked(status);
+      return fail_all(status);
     }
   }
   if (result == ncclSuccess) return absl::OkStatus();
@@ -292,17 +305,19 @@ absl::Status NcclCommunicator::CheckAsyncError() {
   constexpr absl::string_view kWhere = "[NcclCommunicator::CheckAsyncError]";
   absl::MutexLock lock(&mu_);
   if (!fatal_.ok()) return fatal_;
-  for (NcclComm& comm : comms_) {
-    ncclResult_t async = ncclSuccess;
-    ncclResult_t result = ncclCommGetAsyncError(comm.get(), &async);
-    if (result == ncclSuccess) result = async;
-    if (result != ncclSuccess && result != ncclInProgress) {
-      absl::Status status = NcclError(result, kWhere, "ncclCommGetAsyncError");
-      if (IsFatal(result)) AbortLocked(status);
-      return status;
-    }
+  const ncclResult_t result = StateOf(RawCommsLocked());
+  if (result == ncclSuccess || result == ncclInProgress) {
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  absl::Status status = NcclError(result, kWhere, "ncclCommGetAsyncError");
+  if (IsFatal(result)) AbortLocked(status);
+  return status;
+}
+
+std::vector<ncclComm_t> NcclCommunicator::RawCommsLocked() const {
+  std::vector<ncclComm_t> raw;
+  for (const NcclComm& comm : comms_) raw.push_back(comm.get());
+  return raw;
 }
 
 absl::Status NcclCommunicator::Await(absl::Span<Stream* const> streams,

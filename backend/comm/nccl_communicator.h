@@ -125,6 +125,9 @@ class NcclCommunicator final : public Communicator {
   // of the class comment.
   absl::Status Launch(absl::Span<Stream* const> streams,
                       absl::string_view where, RankOp op);
+  // The communicators' handles.
+  std::vector<ncclComm_t> RawCommsLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Aborts the communicators and records `status` as fatal.
   void AbortLocked(const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

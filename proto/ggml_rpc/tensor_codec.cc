@@ -35,6 +35,12 @@ absl::Status TensorError(uint32_t index, const WireTensor& t,
   return Invalid(absl::StrCat(Label(index, t), ": ", problem));
 }
 
+// Whether `data` is `base` + `offset` (without overflow), or `base` is
+// unknown (0: a tensor ggml has not allocated).
+bool AtOffset(uint64_t data, uint64_t base, uint64_t offset) {
+  return base == 0 || (offset <= UINT64_MAX - base && data == base + offset);
+}
+
 class GraphParser {
  public:
   GraphParser(absl::Span<const uint8_t> payload, uint32_t max_tensors,
@@ -260,9 +266,7 @@ class GraphParser {
       view = view_src != 0 && viewed != 0;
       if (view_src != 0 && !view) {
         const uint64_t root_data = tensors_[by_id_.at(view_src)].data;
-        if (data == 0 ||
-            (root_data != 0 && (view_offs > UINT64_MAX - root_data ||
-                                data != root_data + view_offs))) {
+        if (data == 0 || !AtOffset(data, root_data, view_offs)) {
           return fail(absl::StrCat("an in-place result at data 0x",
                                    absl::Hex(data), ", not at its source's 0x",
                                    absl::Hex(root_data), " + view_offs ",
@@ -288,8 +292,7 @@ class GraphParser {
         td.set_view_src(wire_ids_.at(source));
         td.set_view_offs(offs);
         const uint64_t source_data = tensors_[source].data;
-        if (data != 0 && source_data != 0 &&
-            (offs > UINT64_MAX - source_data || data != source_data + offs)) {
+        if (data != 0 && !AtOffset(data, source_data, offs)) {
           return fail(absl::StrCat(
               "data 0x", absl::Hex(data), " is not its view source's data 0x",
               absl::Hex(source_data), " + view_offs ", offs));

@@ -430,13 +430,9 @@ absl::Status Connection::GraphCompute(uint64_t size) {
   TESSERA_ASSIGN_OR_RETURN(proto::GraphRequest request,
                            proto::ParseGraph(payload, max_nodes, place));
   TESSERA_ASSIGN_OR_RETURN(Device * device, DeviceAt(request.device));
-  uint64_t& last = last_graph_[request.device];
   if (request.def.nodes_size() == 0) {
     // Every node is one without an op: ggml computes nothing.
-    if (last != 0 && last != kNothingToCompute) {
-      session_->ReleaseGraph(last).IgnoreError();
-    }
-    last = kNothingToCompute;
+    SetLastGraph(request.device, kNothingToCompute);
     return absl::OkStatus();
   }
   TESSERA_ASSIGN_OR_RETURN(std::vector<Device*> devices,
@@ -459,11 +455,16 @@ absl::Status Connection::GraphCompute(uint64_t size) {
       session_->AddGraph(std::move(registered), std::move(charge)));
   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<RegisteredGraph> graph,
                            session_->FindGraph(handle));
+  SetLastGraph(request.device, handle);
+  return Run(*graph);
+}
+
+void Connection::SetLastGraph(uint32_t device, uint64_t handle) {
+  uint64_t& last = last_graph_[device];
   if (last != 0 && last != kNothingToCompute) {
     session_->ReleaseGraph(last).IgnoreError();
   }
   last = handle;
-  return Run(*graph);
 }
 
 absl::Status Connection::GraphRecompute(uint64_t size) {

@@ -74,6 +74,9 @@ class Connection {
   absl::Status GraphCompute(uint64_t size);
   absl::Status GraphRecompute(uint64_t size);
   absl::Status Run(RegisteredGraph& graph);
+  // Makes `handle` (a graph of the session, or kNothingToCompute) device
+  // `device`'s last graph, releasing the one before.
+  void SetLastGraph(uint32_t device, uint64_t handle);
 
   const Shared& shared_;
   const std::unique_ptr<Socket> socket_;

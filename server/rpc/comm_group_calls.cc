@@ -139,8 +139,7 @@ grpc::ServerUnaryReactor* Service::JoinCommGroup(
         }
         TESSERA_ASSIGN_OR_RETURN(
             std::unique_ptr<CommWait> wait,
-            CommWait::Begin(comm_waits_, std::max(1, work_.threads() / 2),
-                            kWhere));
+            CommWait::Begin(comm_waits_, max_comm_waits_, kWhere));
         TESSERA_ASSIGN_OR_RETURN(
             std::unique_ptr<Communicator> group,
             tessera::JoinCommGroup(**device, request->id(), request->ranks(),
@@ -215,8 +214,7 @@ grpc::ServerUnaryReactor* Service::RunCollective(
 
         TESSERA_ASSIGN_OR_RETURN(
             std::unique_ptr<CommWait> wait,
-            CommWait::Begin(comm_waits_, std::max(1, work_.threads() / 2),
-                            kWhere));
+            CommWait::Begin(comm_waits_, max_comm_waits_, kWhere));
         absl::MutexLock lock(&session->compute_mutex());
         TESSERA_ASSIGN_OR_RETURN(Stream * stream,
                                  session->ComputeStream(device));

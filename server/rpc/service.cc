@@ -88,7 +88,8 @@ Service::Service(const Registry& registry, SessionManager& sessions,
       auth_(auth),
       metrics_(metrics),
       store_(store),
-      streams_{sessions_, limits_, metrics_, store_, in_flight_} {}
+      streams_{sessions_, limits_, metrics_, store_, in_flight_},
+      max_comm_waits_(std::max(1, work_.threads() / 2)) {}
 
 grpc::ServerUnaryReactor* Service::Done(grpc::CallbackServerContext* context,
                                         const absl::Status& status) {

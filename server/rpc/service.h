@@ -154,7 +154,9 @@ class Service final : public v1::Tessera::WithRawCallbackMethod_WriteTensor<
   const TensorStreamContext streams_;
   DrainNotice drain_;
   // Calls waiting for the other ranks of a collective group (joins and
-  // collectives), at most half the work queue's threads at once.
+  // collectives), at most max_comm_waits_ (half the work queue's threads)
+  // at once.
+  const int max_comm_waits_;
   std::atomic<int> comm_waits_{0};
   // Group ids made here whose group has not formed here yet.
   absl::Mutex comm_ids_mu_;
