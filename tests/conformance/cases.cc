@@ -627,6 +627,9 @@ void AddMulMatCases(CaseList& cases) {
   const Variant variants[] = {
       {64, 16, 1, {1, 1}, {1, 1}, kC, kC, false},
       {64, 16, 9, {1, 1}, {1, 1}, kC, kC, false},
+      // A quantized matrix-vector product: rows not a multiple of its
+      // tiles, an odd block count.
+      {96, 11, 1, {1, 1}, {1, 1}, kC, kC, false},
       {64, 7, 5, {2, 3}, {2, 3}, kC, kC, false},
       {64, 7, 5, {2, 3}, {4, 6}, kC, kC, false},
       {64, 3, 4, {1, 1}, {3, 2}, kC, kC, false},
