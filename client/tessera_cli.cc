@@ -9,7 +9,8 @@
 //                                    default 256 MiB)
 //   tessera run --model=FILE.gguf --prompt_tokens=1,2,3 [--n_predict=16]
 //       [--remote=HOST:PORT[,HOST:PORT...]] [--pp=P] [--tp=N] [--threads=N]
-//       [--n_ctx=N] [--n_ubatch=N]   greedy generation with a LLaMA GGUF
+//       [--n_ctx=N] [--n_ubatch=N] [--cache_type=f16|f32|bf16|q8_0|q4_0]
+//                                    greedy generation with a LLaMA GGUF
 //                                    model, locally (one CPU device; P with
 //                                    layers spread over them; tensor
 //                                    parallel over N CPU devices grouped
@@ -77,6 +78,7 @@ constexpr char kUsage[] =
     "[--threads=N] "
     "[--n_ctx=N] "
     "[--n_ubatch=N]\n"
+    "           [--cache_type=f16|f32|bf16|q8_0|q4_0]  (the KV cache's type)\n"
     "flags (or TESSERA_<NAME> in the environment):\n"
     "  --target=HOST:PORT      daemon address (default 127.0.0.1:50051)\n"
     "  --device=NAME           device for upload and bench (default: first)\n"
@@ -284,6 +286,21 @@ absl::StatusOr<int64_t> IntFlag(const Flags& flags, const std::string& name,
   return value;
 }
 
+// The type that --`name` names (f32, f16, q8_0, ...), or `fallback` when
+// the flag is absent.
+absl::StatusOr<Type> TypeFlag(const Flags& flags, const std::string& name,
+                              Type fallback) {
+  const std::string text = flags.Get(name, "");
+  if (text.empty()) return fallback;
+  for (int32_t i = 0; i < kTypeCount; ++i) {
+    if (IsValidType(i) && TypeName(static_cast<Type>(i)) == text) {
+      return static_cast<Type>(i);
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, "=", text, " is not a type name"));
+}
+
 // The head-aligned split of `file`'s LLaMA over tensor-parallel members:
 // whole heads (in groups of the GQA ratio for Q and O), FFN splits in whole
 // blocks of ffn_down's type.
@@ -355,6 +372,8 @@ absl::Status RunModel(const Flags& flags) {
   LlamaRunnerOptions options;
   TESSERA_ASSIGN_OR_RETURN(options.n_ctx, IntFlag(flags, "n_ctx", 0));
   TESSERA_ASSIGN_OR_RETURN(options.n_ubatch, IntFlag(flags, "n_ubatch", 32));
+  TESSERA_ASSIGN_OR_RETURN(options.cache_type,
+                           TypeFlag(flags, "cache_type", Type::kF16));
   if (options.n_ctx == 0) {
     options.n_ctx = static_cast<int64_t>(prompt.size()) + n_predict;
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "base/status_macros.h"
 #include "graph/graph.h"
+#include "graph/op_types.h"
 #include "graph/type.h"
 
 namespace tessera {
@@ -416,8 +417,12 @@ absl::Status NodeChecker::FlashAttnExt() const {
   const Tensor& q = *node_.src[0];
   const Tensor& k = *node_.src[1];
   const Tensor& v = *node_.src[2];
-  TESSERA_RETURN_IF_ERROR(IsF32OrF16(k, "k"));
-  TESSERA_RETURN_IF_ERROR(IsF32OrF16(v, "v"));
+  for (const Tensor* t : {&k, &v}) {
+    if (!IsAttnKvType(t->type)) {
+      return Invalid(t == &k ? "k " : "v ", Describe(*t),
+                     " must be f32, f16, bf16, q8_0 or q4_0");
+    }
+  }
   if (k.ne[0] != q.ne[0] || k.ne[2] <= 0 || k.ne[3] <= 0 ||
       q.ne[2] % k.ne[2] != 0 || q.ne[3] % k.ne[3] != 0) {
     return Invalid("k ", Describe(k), " does not fit q ", Describe(q));

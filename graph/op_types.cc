@@ -24,6 +24,11 @@ bool InRange(int32_t value, int count) { return value >= 0 && value < count; }
 
 }  // namespace
 
+bool IsAttnKvType(Type type) {
+  return type == Type::kF32 || type == Type::kF16 || type == Type::kBF16 ||
+         type == Type::kQ8_0 || type == Type::kQ4_0;
+}
+
 bool OpHasTypes(const Tensor& node) {
   if (!InRange(static_cast<int32_t>(node.op), kOpCount) || !Valid(&node)) {
     return false;
@@ -95,8 +100,8 @@ bool OpHasTypes(const Tensor& node) {
       return Valid(a) && !Traits(a->type).is_quantized && Is(b, a->type) &&
              t == a->type;
     case Op::kFlashAttnExt:
-      return Is(a, Type::kF32) && (Is(b, Type::kF32) || Is(b, Type::kF16)) &&
-             (Is(node.src[2], Type::kF32) || Is(node.src[2], Type::kF16)) &&
+      return Is(a, Type::kF32) && Valid(b) && IsAttnKvType(b->type) &&
+             Valid(node.src[2]) && IsAttnKvType(node.src[2]->type) &&
              AbsentOr(node.src[3], Type::kF32, Type::kF16) && t == Type::kF32;
   }
   return false;

@@ -15,6 +15,11 @@ namespace tessera {
 // NONE always have their types.
 bool OpHasTypes(const Tensor& node);
 
+// The types FLASH_ATTN_EXT reads keys and values in: F32, F16, BF16, Q8_0
+// and Q4_0, the KV cache types of llama.cpp's --cache-type-k/-v that tessera
+// has.
+bool IsAttnKvType(Type type);
+
 }  // namespace tessera
 
 #endif  // TESSERA_GRAPH_OP_TYPES_H_

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graph/op_types.h"
 
 namespace tessera {
 namespace {
@@ -675,8 +676,9 @@ absl::StatusOr<Tensor*> FlashAttnExt(Context& ctx, Tensor* q, Tensor* k,
   if (auto s = CheckInput(kOp, "v", v); !s.ok()) return s;
   if (auto s = CheckType(kOp, "q", *q, Type::kF32); !s.ok()) return s;
   for (const Tensor* t : {k, v}) {
-    if (t->type != Type::kF32 && t->type != Type::kF16) {
-      return Error(kOp, t == k ? "k" : "v", " must be f32 or f16, got ",
+    if (!IsAttnKvType(t->type)) {
+      return Error(kOp, t == k ? "k" : "v",
+                   " must be f32, f16, bf16, q8_0 or q4_0, got ",
                    TypeStr(t->type));
     }
   }

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "graph/op_types.h"
 #include "graph/ops.h"
 
 namespace tessera {
@@ -195,8 +196,14 @@ absl::StatusOr<LlamaCache> LlamaCache::Make(const LlamaConfig& config,
                                             int64_t n_ctx, Type type,
                                             Context& ctx) {
   if (n_ctx < 1) return Invalid("cache size ", n_ctx, " must be >= 1");
-  if (type != Type::kF32 && type != Type::kF16) {
-    return Invalid("cache type must be f32 or f16, got ", std::string(TypeName(type)));
+  if (!IsAttnKvType(type)) {
+    return Invalid("cache type must be f32, f16, bf16, q8_0 or q4_0, got ",
+                   std::string(TypeName(type)));
+  }
+  if (config.head_dim() % Traits(type).block_size != 0) {
+    return Invalid("a ", std::string(TypeName(type)),
+                   " cache needs a head size that is a multiple of ",
+                   Traits(type).block_size, ", got ", config.head_dim());
   }
   LlamaCache cache;
   cache.n_ctx = n_ctx;

@@ -98,8 +98,10 @@ struct LlamaCache {
   std::vector<Tensor*> k;
   std::vector<Tensor*> v;
 
-  // Tensors without data in `ctx`. Errors: INVALID_ARGUMENT for n_ctx < 1
-  // or a type other than F32 and F16.
+  // Tensors without data in `ctx`. `type` is one FLASH_ATTN_EXT reads
+  // (graph/op_types.h: F32, F16, BF16, Q8_0, Q4_0). Errors:
+  // INVALID_ARGUMENT for n_ctx < 1, another type, or a quantized type whose
+  // blocks do not divide the head size.
   static absl::StatusOr<LlamaCache> Make(const LlamaConfig& config,
                                          int64_t n_ctx, Type type,
                                          Context& ctx);

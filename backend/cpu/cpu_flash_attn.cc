@@ -7,6 +7,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/work_split.h"
+#include "graph/op_types.h"
 #include "graph/position_encoding.h"
 #include "graph/type.h"
 
@@ -17,19 +18,23 @@ namespace {
 constexpr int64_t kMaxQueries = 16;
 constexpr int64_t kTileKeys = 64;
 
-bool RowsOf(const Tensor* t, bool f16_allowed) {
+// Whether `t` has contiguous rows of an F32 tensor, or with `also` of one
+// of the types `also` accepts.
+bool RowsOf(const Tensor* t, bool (*also)(Type) = nullptr) {
   return t != nullptr && t->data != nullptr &&
-         (t->type == Type::kF32 || (f16_allowed && t->type == Type::kF16)) &&
+         (t->type == Type::kF32 || (also != nullptr && also(t->type))) &&
          t->nb[0] == Traits(t->type).type_size;
 }
+
+bool IsF16(Type type) { return type == Type::kF16; }
 
 bool Fits(const Tensor& node) {
   const Tensor* q = node.src[0];
   const Tensor* k = node.src[1];
   const Tensor* v = node.src[2];
   const Tensor* mask = node.src[3];
-  if (!RowsOf(&node, false) || !RowsOf(q, false) || !RowsOf(k, true) ||
-      !RowsOf(v, true) || node.IsEmpty() || k->ne[0] != q->ne[0] ||
+  if (!RowsOf(&node) || !RowsOf(q) || !RowsOf(k, IsAttnKvType) ||
+      !RowsOf(v, IsAttnKvType) || node.IsEmpty() || k->ne[0] != q->ne[0] ||
       k->ne[1] <= 0 || k->ne[2] <= 0 || k->ne[3] <= 0 ||
       q->ne[2] % k->ne[2] != 0 || q->ne[3] % k->ne[3] != 0 ||
       v->ne[1] != k->ne[1] || v->ne[2] != k->ne[2] || v->ne[3] != k->ne[3] ||
@@ -38,7 +43,7 @@ bool Fits(const Tensor& node) {
     return false;
   }
   return mask == nullptr ||
-         (RowsOf(mask, true) && mask->ne[0] == k->ne[1] &&
+         (RowsOf(mask, IsF16) && mask->ne[0] == k->ne[1] &&
           mask->ne[1] >= q->ne[1] && mask->ne[2] > 0 && mask->ne[3] > 0 &&
           q->ne[2] % mask->ne[2] == 0 && q->ne[3] % mask->ne[3] == 0);
 }
@@ -81,13 +86,20 @@ const char* At(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
          i3 * t.nb[3];
 }
 
-// n values of an F32 or F16 row as floats.
+// n values of a row of `t` (F32 or an attention key/value type) as floats.
 void LoadFloats(const CpuKernels& kernels, const Tensor& t, const char* row,
                 float* dst, int64_t n) {
-  if (t.type == Type::kF16) {
-    kernels.f16_to_f32(reinterpret_cast<const uint16_t*>(row), dst, n);
-  } else {
-    std::memcpy(dst, row, n * sizeof(float));
+  switch (t.type) {
+    case Type::kF32:
+      std::memcpy(dst, row, n * sizeof(float));
+      return;
+    case Type::kF16:
+      return kernels.f16_to_f32(reinterpret_cast<const uint16_t*>(row), dst, n);
+    case Type::kBF16:
+      return kernels.bf16_to_f32(reinterpret_cast<const uint16_t*>(row), dst,
+                                 n);
+    default:
+      return RowToFloat(t.type, row, dst, n);
   }
 }
 

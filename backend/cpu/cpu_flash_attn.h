@@ -6,8 +6,9 @@
 // A unit of work is one key/value head of one batch with up to kMaxQueries
 // queries: the query heads that share that key/value head (GQA) times a
 // block of query rows, so each key and value tile is read once for all of
-// them. Units are split over the team; F16 keys and values are converted
-// a tile at a time into per-thread scratch. Mask (F32 or F16, broadcast
+// them. Units are split over the team; keys and values of any type
+// IsAttnKvType accepts (F16, BF16, Q8_0, Q4_0 besides F32) are converted a
+// tile at a time into per-thread scratch. Mask (F32 or F16, broadcast
 // over heads and batches), ALiBi slopes and softcap follow the reference
 // kernel.
 
@@ -23,8 +24,9 @@ namespace tessera {
 size_t FlashAttnWorkSize(const Tensor& node, int nth);
 
 // Computes part ctx.ith of ctx.nth of `node` and returns true when it fits
-// the fast path (F32 q and dst with contiguous rows, F32 or F16 k, v and
-// mask with contiguous rows, consistent shapes); returns false having done
+// the fast path (F32 q and dst with contiguous rows, k and v of an
+// IsAttnKvType type and an F32 or F16 mask with contiguous rows, consistent
+// shapes); returns false having done
 // nothing otherwise. Every thread of the team gets the same answer.
 bool TryFlashAttn(Tensor& node, const CpuComputeContext& ctx);
 

@@ -69,7 +69,8 @@ Split SplitFor(int64_t rows, int64_t n_kv) {
 
 // How K and V values are loaded: kGroup at a time when both are F16 or
 // both F32, with contiguous rows of a multiple of kGroup values, each row
-// aligned to kGroup values (LoadsGroups); one by one otherwise.
+// aligned to kGroup values (LoadsGroups); one by one otherwise (any type,
+// quantized too).
 enum class KvLoad { kOneByOne, kF16Groups, kF32Groups };
 
 bool LoadsGroups(const KTensor& t) {
@@ -128,7 +129,7 @@ __device__ __forceinline__ void LoadGroup(const KTensor& t, const char* row,
   } else {
 #pragma unroll
     for (int e = 0; e < kGroup; ++e) {
-      out[e] = i0 + e < n ? LoadF(t.type, row + (i0 + e) * t.nb[0]) : 0.0f;
+      out[e] = i0 + e < n ? LoadValue(t, row, i0 + e) : 0.0f;
     }
   }
 }

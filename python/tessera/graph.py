@@ -656,8 +656,10 @@ class Graph:
         if q.type != Type.F32:
             raise _error(op, "q must be f32")
         for what, t in (("k", k), ("v", v)):
-            if t.type not in (Type.F32, Type.F16):
-                raise _error(op, what, " must be f32 or f16")
+            if t.type not in (Type.F32, Type.F16, Type.BF16, Type.Q8_0,
+                              Type.Q4_0):
+                raise _error(op, what,
+                             " must be f32, f16, bf16, q8_0 or q4_0")
         if k.ne[0] != q.ne[0]:
             raise _error(op, "k ", k.ne, " and q ", q.ne,
                          " differ in head size ne[0]")

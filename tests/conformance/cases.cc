@@ -842,7 +842,9 @@ void AddConcatCases(CaseList& cases) {
                        }));
 }
 
-// FLASH_ATTN_EXT with F16/F32 K and V, masks, GQA, softcap and ALiBi.
+// FLASH_ATTN_EXT with K and V of every type it reads (F32, F16, BF16, and
+// Q8_0 and Q4_0 where the head sizes are whole blocks), masks, GQA, softcap
+// and ALiBi.
 void AddFlashAttnCases(CaseList& cases) {
   struct Variant {
     int64_t d, dv, n_q, n_kv, h, h_kv, batch;
@@ -866,8 +868,10 @@ void AddFlashAttnCases(CaseList& cases) {
       {32, 32, 3, 200, 4, 4, 2, kF32, {200, 3, 1, 2}, 4.0f, 10.0f, false},
       {48, 48, 1, 130, 20, 1, 1, kF16, {130, 1, 1, 1}, 0.0f, 0.0f, true},
   };
-  for (Type kv : {kF16, kF32}) {
+  for (Type kv : {kF16, kF32, kBF16, kQ8_0, kQ4_0}) {
+    const int64_t block = Traits(kv).block_size;
     for (const Variant& v : variants) {
+      if (v.d % block != 0 || v.dv % block != 0) continue;
       std::string name =
           absl::StrCat("FLASH_ATTN_EXT ", TypeStr(kv), " d ", v.d, " dv ", v.dv,
                        " q ", v.n_q, " kv ", v.n_kv, " heads ", v.h, "/",
@@ -880,7 +884,7 @@ void AddFlashAttnCases(CaseList& cases) {
       if (v.permuted) absl::StrAppend(&name, " perm");
       const Layout l = v.permuted ? kP : kC;
       cases.Add(
-          name, kv == kF16 ? kNmseFlashAttnF16 : kNmseFlashAttnF32,
+          name, kv == kF32 ? kNmseFlashAttnF32 : kNmseFlashAttnF16,
           [kv, v, l](Context& ctx) -> absl::StatusOr<Tensor*> {
             TESSERA_ASSIGN_OR_RETURN(
                 Tensor * q, Input(ctx, kF32, {v.d, v.n_q, v.h, v.batch}, l));

@@ -43,9 +43,11 @@ namespace tessera::conformance {
 //    K-quant). Devices quantize src1 to 8 bits for the dot products, one
 //    scale per 32 values (Q8_0, Q4_0) or 256 (K-quants), as ggml does,
 //    which costs about 1e-5 to 3e-5; ggml's own MUL_MAT bound is 5e-4.
-//  - kNmseFlashAttnF32, kNmseFlashAttnF16: FLASH_ATTN_EXT with F32 or F16
-//    K/V. With F16 K/V devices round Q and the softmax weights to F16 for
-//    the dot products (ggml's bound is 5e-4).
+//  - kNmseFlashAttnF32, kNmseFlashAttnF16: FLASH_ATTN_EXT with F32 K/V, or
+//    with K/V of another type (F16, BF16, Q8_0, Q4_0). With those devices
+//    may round Q and the softmax weights to F16 for the dot products, or
+//    quantize Q as ggml's CPU backend does for Q8_0/Q4_0 keys (ggml's bound
+//    is 5e-4).
 inline constexpr double kNmseF32 = 1e-7;
 inline constexpr double kNmseF16 = 1e-5;
 inline constexpr double kNmseBF16 = 1e-4;

@@ -166,5 +166,54 @@ TEST(CliTest, RunGivesTheSameTokensInEveryMode) {
   EXPECT_TRUE(Has(mismatch, "1 or the number of daemons")) << mismatch.output;
 }
 
+// `tessera run --cache_type`: a KV cache of BF16, or of Q8_0 and Q4_0 for
+// heads of whole 32-value blocks, locally and on a daemon; a cache type
+// FLASH_ATTN_EXT does not read, a head size that is not whole blocks and a
+// name that is no type are refused with messages that say so. (The values
+// of such caches are checked against PyTorch in tests/llama.)
+TEST(CliTest, RunKeepsTheKvCacheInTheTypeAsked) {
+  const std::string model = ::testing::TempDir() + "/llama_h32.gguf";
+  ASSERT_TRUE(testing::WriteRandomLlama({.n_embd = 128}, model).ok());
+  auto daemon = DaemonProcess::Start({"--devices=cpu"}).value();
+  const std::vector<std::string> run = {"run", "--model=" + model,
+                                        "--prompt_tokens=1,15,30,45,60",
+                                        "--n_predict=4"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = run;
+    args.insert(args.end(), more.begin(), more.end());
+    return Cli(args);
+  };
+  for (const char* type : {"bf16", "q8_0", "q4_0"}) {
+    for (const std::vector<std::string>& mode :
+         std::vector<std::vector<std::string>>{
+             {}, {"--remote=" + daemon->address()}}) {
+      std::vector<std::string> args = mode;
+      args.push_back(absl::StrCat("--cache_type=", type));
+      const CommandRun ok = with(args);
+      EXPECT_EQ(ok.exit_code, 0) << ok.output;
+      const std::string tokens = LastLine(ok);
+      EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ','), 3) << tokens;
+    }
+  }
+  const CommandRun k_quant = with({"--cache_type=q4_K"});
+  EXPECT_EQ(k_quant.exit_code, 1);
+  EXPECT_TRUE(Has(k_quant, "cache type must be f32, f16, bf16, q8_0 or q4_0"))
+      << k_quant.output;
+  const CommandRun unknown = with({"--cache_type=int3"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_TRUE(Has(unknown, "--cache_type=int3 is not a type name"))
+      << unknown.output;
+
+  const std::string narrow = ::testing::TempDir() + "/llama_h16.gguf";
+  ASSERT_TRUE(testing::WriteRandomLlama({}, narrow).ok());
+  const CommandRun split_block = Cli(
+      {"run", "--model=" + narrow, "--prompt_tokens=1,2", "--cache_type=q8_0"});
+  EXPECT_EQ(split_block.exit_code, 1);
+  EXPECT_TRUE(Has(split_block,
+                  "a q8_0 cache needs a head size that is a multiple of 32, "
+                  "got 16"))
+      << split_block.output;
+}
+
 }  // namespace
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // The independent check of the LLaMA runner: a small random-weight LLaMA
 // GGUF (2 layers, 64 wide, 4 heads over 2 KV heads, untied output,
-// rope_freqs; the K-quant variant 512 wide) is written with
+// rope_freqs; the K-quant variant 512 wide, the quantized-cache variants
+// 128) is written with
 // tests/llama/random_llama, run by tessera's runner and by a PyTorch
 // LLaMA (tests/llama/llama_reference.py, its own GGUF parser, float64), and
 // the logits compared: a prompt of 32 tokens, then 16 greedy decode steps
@@ -33,6 +34,13 @@
 //    weights round activations per 256 values, as ggml's Q8_K does, whose
 //    largest value is ~3 RMS rather than ~2.3: 1.3x the error per product
 //    of the above (~2% RMS), bound 5e-2 as well; measured 2.1-2.6e-2.
+//  - Q8_0 and Q4_0 KV caches (F32 weights, 128 wide so that a head is one
+//    32-value block): the reference passes K and V through the same
+//    quantizers in float32, so what remains is float32 against float64
+//    arithmetic and the rare value that this moves across a rounding
+//    boundary of the quantizer (one level, 1/127 or 1/8 of its block's
+//    largest value, in one of a few hundred keys): bound 1e-3, and every
+//    greedy token equal.
 
 #include <atomic>
 #include <cmath>
@@ -86,6 +94,8 @@ struct Variant {
   int64_t ff;
   double bound;
   bool tokens_equal;
+  // The KV cache's type (the reference's too).
+  Type cache = Type::kF32;
 };
 
 // Writes the model of `v`; returns the path.
@@ -116,13 +126,13 @@ struct Reference {
   std::vector<float> logits;    // (kPrompt + kDecode) x kVocab
 };
 
-// Runs the PyTorch reference on `model`.
-Reference RunReference(const std::string& model) {
+// Runs the PyTorch reference on `model` with a KV cache of `cache`.
+Reference RunReference(const std::string& model, Type cache) {
   const std::string out = model + ".ref";
   const std::string script = "tests/llama/llama_reference.py";
   const testing::CommandRun run = testing::RunCommand(absl::StrCat(
       "python3 ", script, " ", model, " ", absl::StrJoin(Prompt(), ","), " ",
-      kDecode, " ", out, " 2>&1"));
+      kDecode, " ", out, " ", std::string(TypeName(cache)), " 2>&1"));
   EXPECT_EQ(run.exit_code, 0) << run.output;
   Reference ref;
   std::ifstream f(out, std::ios::binary);
@@ -155,11 +165,11 @@ double MaxRelativeError(const float* a, const float* r, int rows) {
   return worst;
 }
 
-LlamaRunnerOptions Options() {
+LlamaRunnerOptions Options(const Variant& v) {
   LlamaRunnerOptions o;
   o.n_ctx = 64;
   o.n_ubatch = 12;  // 12 + 12 + 8: a remainder graph too
-  o.cache_type = Type::kF32;
+  o.cache_type = v.cache;
   return o;
 }
 
@@ -265,14 +275,14 @@ TEST_P(LlamaCheckTest, MatchesPyTorchLocalPipelinedTensorParallelRemote) {
   const std::string path = WriteModel(v);
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
-  const Reference ref = RunReference(path);
+  const Reference ref = RunReference(path, v.cache);
   if (::testing::Test::HasFailure()) return;
 
   {
     Registry registry;
     ASSERT_TRUE(AddDevices("cpu", 2, registry).ok());
     auto runner =
-        LlamaRunner::CreateLocal(**file, {registry.devices()[0]}, Options());
+        LlamaRunner::CreateLocal(**file, {registry.devices()[0]}, Options(v));
     ASSERT_TRUE(runner.ok()) << runner.status();
     Check(**runner, ref, v.bound, v.tokens_equal,
           absl::StrCat(v.name, " local"));
@@ -281,14 +291,14 @@ TEST_P(LlamaCheckTest, MatchesPyTorchLocalPipelinedTensorParallelRemote) {
     Registry registry;
     ASSERT_TRUE(AddDevices("cpu:2", 1, registry).ok());
     auto runner = LlamaRunner::CreateLocal(
-        **file, {registry.devices()[0], registry.devices()[1]}, Options());
+        **file, {registry.devices()[0], registry.devices()[1]}, Options(v));
     ASSERT_TRUE(runner.ok()) << runner.status();
     Check(**runner, ref, v.bound, v.tokens_equal,
           absl::StrCat(v.name, " pp 2"));
   }
   for (const auto& [pp, tp] : {std::pair{1, 2}, std::pair{2, 2}}) {
     TensorParallel devices(pp, tp, v);
-    auto runner = LlamaRunner::CreateLocal(**file, devices.stages, Options(),
+    auto runner = LlamaRunner::CreateLocal(**file, devices.stages, Options(v),
                                            devices.fallback);
     ASSERT_TRUE(runner.ok()) << runner.status();
     const std::string mode = pp == 1 ? absl::StrCat(" tp ", tp)
@@ -305,7 +315,7 @@ TEST_P(LlamaCheckTest, MatchesPyTorchLocalPipelinedTensorParallelRemote) {
       (device->Props().type == DeviceType::kGpu ? gpu : cpu) = device;
     }
     if (gpu != nullptr) {
-      auto runner = LlamaRunner::CreateLocal(**file, {gpu}, Options(), cpu);
+      auto runner = LlamaRunner::CreateLocal(**file, {gpu}, Options(v), cpu);
       ASSERT_TRUE(runner.ok()) << runner.status();
       Check(**runner, ref, v.bound, v.tokens_equal,
             absl::StrCat(v.name, " ", gpu->name()));
@@ -319,7 +329,7 @@ TEST_P(LlamaCheckTest, MatchesPyTorchLocalPipelinedTensorParallelRemote) {
     auto client = client::Client::Connect((*daemon)->address());
     ASSERT_TRUE(client.ok()) << client.status();
     for (const char* device : {"cpu0", "tp0"}) {
-      LlamaRunnerOptions options = Options();
+      LlamaRunnerOptions options = Options(v);
       std::atomic<int> split_tensors = 0;
       options.prepare_remote = [&](client::RemoteDevice& d) {
         if (!d.is_meta()) return absl::OkStatus();
@@ -349,7 +359,13 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"f32", kGgmlF32, kGgmlF32, 64, 96, 1e-4, true},
         Variant{"q8_0", kGgmlQ8_0, kGgmlQ8_0, 64, 96, 5e-2, false},
         Variant{"q4_0", kGgmlQ4_0, kGgmlQ4_0, 64, 96, 5e-2, false},
-        Variant{"q4_k_m", kGgmlQ4_K, kGgmlQ6_K, 512, 512, 5e-2, false}),
+        Variant{"q4_k_m", kGgmlQ4_K, kGgmlQ6_K, 512, 512, 5e-2, false},
+        // KV caches of Q8_0 and Q4_0 (heads of 32 values, one block):
+        // the reference stores K and V through the same quantizers.
+        Variant{"f32_q8_0_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
+                Type::kQ8_0},
+        Variant{"f32_q4_0_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
+                Type::kQ4_0}),
     [](const ::testing::TestParamInfo<Variant>& info) {
       return std::string(info.param.name);
     });

@@ -11,7 +11,12 @@ RoPE follows Hugging Face's LLaMA (rotate_half pairs (i, i + d/2)) on Q/K
 weights un-permuted from the GGUF layout: llama.cpp's converter permutes
 them so that its NORMAL mode (pairs (2i, 2i+1)) computes the same thing.
 
+With CACHE q8_0 or q4_0, K (after RoPE) and V pass through that type on
+their way to attention, as tessera's KV cache stores them (SET_ROWS with
+ggml's reference quantizers, in float32) and FLASH_ATTN_EXT reads them.
+
 Usage: llama_reference.py MODEL.gguf TOKENS(comma-separated) N_DECODE OUT
+                          [CACHE: f32 (default), q8_0 or q4_0]
 """
 import struct
 import sys
@@ -158,12 +163,38 @@ def rms_norm(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
+def round_half_away(x):
+    return torch.sign(x) * torch.floor(x.abs() + 0.5)
+
+
+def through_cache(x, cache):
+    """x [n, heads, hd] stored in a KV cache of type `cache`, read back."""
+    if cache == "f32":
+        return x
+    b = x.to(torch.float32).reshape(-1, 32)
+    if cache == "q8_0":
+        # d = amax / 127 (stored as F16); q = round(x / d)
+        d = b.abs().amax(dim=1, keepdim=True) / 127
+        q = round_half_away(b * torch.where(d > 0, 1 / d, torch.zeros_like(d)))
+    elif cache == "q4_0":
+        # d = (the value of largest magnitude) / -8; q = min(15, x / d + 8.5)
+        # truncated, stored as q - 8
+        m = b.gather(1, b.abs().argmax(dim=1, keepdim=True))
+        d = m / -8
+        idd = torch.where(d != 0, 1 / d, torch.zeros_like(d))
+        q = torch.clamp(torch.floor(b * idd + 8.5), max=15) - 8
+    else:
+        raise ValueError("cache type " + cache)
+    d16 = d.to(torch.float16).to(torch.float32)
+    return (q * d16).to(torch.float64).reshape(x.shape)
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def forward(kv, t, tokens):
+def forward(kv, t, tokens, cache):
     n_layer = kv["llama.block_count"]
     n_embd = kv["llama.embedding_length"]
     n_head = kv["llama.attention.head_count"]
@@ -192,7 +223,8 @@ def forward(kv, t, tokens):
         k = (h @ wk.T).reshape(n, n_head_kv, hd)
         v = (h @ t[p + "attn_v.weight"].T).reshape(n, n_head_kv, hd)
         q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        k = through_cache(k * cos + rotate_half(k) * sin, cache)
+        v = through_cache(v, cache)
         group = n_head // n_head_kv
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
@@ -210,6 +242,7 @@ def forward(kv, t, tokens):
 
 def main():
     path, tokens_arg, n_decode, out_path = sys.argv[1:5]
+    cache = sys.argv[5] if len(sys.argv) > 5 else "f32"
     prompt = [int(s) for s in tokens_arg.split(",")]
     n_decode = int(n_decode)
     kv, tensors = read_gguf(path)
@@ -218,11 +251,11 @@ def main():
     generated = []
     with torch.no_grad():
         for _ in range(n_decode):
-            logits = forward(kv, tensors, seq)
+            logits = forward(kv, tensors, seq, cache)
             generated.append(int(logits[-1].argmax()))
             seq.append(generated[-1])
         # Logits of the prompt and of each decoded token fed back.
-        logits = forward(kv, tensors, seq)
+        logits = forward(kv, tensors, seq, cache)
     n_vocab = logits.shape[1]
     with open(out_path, "wb") as f:
         f.write(struct.pack("<iii", logits.shape[0], n_vocab, n_decode))
