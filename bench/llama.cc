@@ -57,7 +57,7 @@
 //   bazel run -c opt //bench:llama [-- --layers=N --dim=N --ff=N --heads=N
 //       --kv_heads=N --vocab=N --prompt=N --decode=N --ubatch=N --rounds=N
 //       --types=f16,q8_0,q4_0,q4_k --modes=local,tp,remote,tp-daemons,gpu
-//       --tesserad=PATH]
+//       --cache_type=f16|f32|bf16|q8_0|q4_0 --tesserad=PATH]
 //
 // A LLaMA-3.2-1B-like shape: --layers=16 --dim=2048 --ff=8192 --heads=32
 // --kv_heads=8 --vocab=32000 (1.1 B parameters; the vocabulary is smaller
@@ -82,6 +82,7 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -109,6 +110,7 @@
 #include "client/client.h"
 #include "client/remote_device.h"
 #include "graph/context.h"
+#include "graph/op_types.h"
 #include "graph/type.h"
 #include "model/ggml_type.h"
 #include "model/gguf_reader.h"
@@ -140,6 +142,7 @@ struct Config {
   int rounds = 5;
   std::vector<std::string> types = {"f16", "q8_0", "q4_0", "q4_k"};
   std::vector<std::string> modes = {"local", "tp", "remote"};
+  Type cache_type = Type::kF16;
   std::string tesserad;  // empty: the runfiles copy (or $TESSERAD)
 };
 
@@ -487,8 +490,9 @@ absl::StatusOr<double> ReplayMicros(
 
 // Bytes one decode token reads: every weight once (token_embd one row),
 // mirrored ones `mirror_copies` times (tp: each member reads its own), and
-// the KV cache (F16) over n_ctx positions.
-absl::StatusOr<uint64_t> DecodeBytes(const GgufFile& file, int64_t n_ctx,
+// the KV cache (of `cache_type`) over n_ctx positions.
+absl::StatusOr<uint64_t> DecodeBytes(const GgufFile& file, Type cache_type,
+                                     int64_t n_ctx,
                                      const SplitPolicy* policy,
                                      int mirror_copies) {
   TESSERA_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
@@ -503,7 +507,7 @@ absl::StatusOr<uint64_t> DecodeBytes(const GgufFile& file, int64_t n_ctx,
     bytes += b;
   }
   bytes += static_cast<uint64_t>(config.n_layer) * 2 * n_ctx *
-           config.n_embd_kv() * sizeof(uint16_t);
+           RowSize(cache_type, config.n_embd_kv());
   return bytes;
 }
 
@@ -519,7 +523,7 @@ LlamaRunnerOptions RunnerOptions(const Config& c) {
   LlamaRunnerOptions o;
   o.n_ctx = c.prompt + c.decode;
   o.n_ubatch = c.ubatch;
-  o.cache_type = Type::kF16;
+  o.cache_type = c.cache_type;
   return o;
 }
 
@@ -883,9 +887,10 @@ absl::Status Main(const Config& c) {
       ParameterCount(c) / 1e6);
   absl::PrintF(
       "prompt %d tokens (micro-batches of %d), then %d decode tokens; KV "
-      "cache F16, capacity %d; %d rounds per mode, interleaved, medians; %d "
+      "cache %s, capacity %d; %d rounds per mode, interleaved, medians; %d "
       "hardware threads\n",
-      c.prompt, c.ubatch, c.decode, c.prompt + c.decode, c.rounds,
+      c.prompt, c.ubatch, c.decode, TypeName(c.cache_type),
+      c.prompt + c.decode, c.rounds,
       static_cast<int>(std::thread::hardware_concurrency()));
 
   const auto selected = [&](std::string_view mode) {
@@ -954,7 +959,7 @@ absl::Status Main(const Config& c) {
       } else if (mode == "tp") {
         TESSERA_RETURN_IF_ERROR(In(name + " tp 2", MakeTp(*file, c, m)));
         TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
-                                 DecodeBytes(*file, n_ctx, &policy, 2));
+                                 DecodeBytes(*file, c.cache_type, n_ctx, &policy, 2));
         tp = &m;
       } else if (mode == "remote") {
         TESSERA_RETURN_IF_ERROR(In(
@@ -964,14 +969,14 @@ absl::Status Main(const Config& c) {
         TESSERA_RETURN_IF_ERROR(
             In(name + " tp-daemons", MakeTpDaemons(*file, c, m)));
         TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
-                                 DecodeBytes(*file, n_ctx, &policy, 2));
+                                 DecodeBytes(*file, c.cache_type, n_ctx, &policy, 2));
       } else {
         TESSERA_RETURN_IF_ERROR(
             In(name + " gpu", MakeGpu(*file, c, m, gpu_copy_gbps)));
       }
       if (m.bytes_per_token == 0) {
         TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
-                                 DecodeBytes(*file, n_ctx, nullptr, 1));
+                                 DecodeBytes(*file, c.cache_type, n_ctx, nullptr, 1));
       }
       if (m.limit_gbps == 0) m.limit_gbps = bw;
     }
@@ -1073,7 +1078,7 @@ absl::Status Main(const Config& c) {
 
   absl::PrintF(
       "\nMB/token: bytes one decode token reads (the weights, token_embd one "
-      "row, the F16 KV cache at capacity; tp counts its mirrored weights once "
+      "row, the KV cache at capacity; tp counts its mirrored weights once "
       "per member); limit t/s = bandwidth / MB/token (the streaming read "
       "for CPU modes, the device-to-device copy for gpu); /limit = decode "
       "t/s / limit t/s; daemon us = remote minus the reference's decode time "
@@ -1141,6 +1146,11 @@ int main(int argc, char** argv) {
                 c.modes[m] != "gpu") ||
                std::count(c.modes.begin(), c.modes.end(), c.modes[m]) > 1;
       }
+    } else if (arg.rfind("--cache_type=", 0) == 0) {
+      const std::optional<tessera::Type> type =
+          tessera::TypeNamed(arg.substr(13));
+      bad = !type.has_value() || !tessera::IsAttnKvType(*type);
+      if (!bad) c.cache_type = *type;
     } else if (arg.rfind("--tesserad=", 0) == 0) {
       c.tesserad = arg.substr(11);
     } else {
@@ -1171,7 +1181,8 @@ int main(int argc, char** argv) {
         "[--kv_heads=N] [--vocab=N] [--prompt=N] [--decode=N] [--ubatch=N] "
         "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k,q5_k,q6_k] "
         "[--modes=local,tp,remote,tp-daemons,gpu (each once; the first is the "
-        "reference)] [--tesserad=PATH]\n"
+        "reference)] [--cache_type=f16|f32|bf16|q8_0|q4_0] "
+        "[--tesserad=PATH]\n"
         "heads divides dim, kv_heads (>= 2) divides heads; dim, ff and "
         "dim / kv_heads are multiples of the block size (32 for q8_0 and "
         "q4_0, 256 for the k-quants)\n");

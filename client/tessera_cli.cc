@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -292,11 +293,7 @@ absl::StatusOr<Type> TypeFlag(const Flags& flags, const std::string& name,
                               Type fallback) {
   const std::string text = flags.Get(name, "");
   if (text.empty()) return fallback;
-  for (int32_t i = 0; i < kTypeCount; ++i) {
-    if (IsValidType(i) && TypeName(static_cast<Type>(i)) == text) {
-      return static_cast<Type>(i);
-    }
-  }
+  if (std::optional<Type> type = TypeNamed(text)) return *type;
   return absl::InvalidArgumentError(
       absl::StrCat("--", name, "=", text, " is not a type name"));
 }

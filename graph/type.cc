@@ -56,6 +56,13 @@ const TypeTraits& Traits(Type type) {
   return IsValidType(i) ? kTraits[i] : kInvalidTraits;
 }
 
+std::optional<Type> TypeNamed(std::string_view name) {
+  for (int32_t i = 0; i < kTypeCount; ++i) {
+    if (kTraits[i].name == name) return static_cast<Type>(i);
+  }
+  return std::nullopt;
+}
+
 size_t TypeAlignment(Type type) {
   const TypeTraits& t = Traits(type);
   return t.block_size == 1 ? t.type_size : 2;

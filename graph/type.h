@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace tessera {
@@ -35,6 +36,8 @@ bool IsValidType(int32_t value);
 // Traits of a valid type.
 const TypeTraits& Traits(Type type);
 inline std::string_view TypeName(Type type) { return Traits(type).name; }
+// The type whose TypeName is `name` ("f16", "q8_0", "q4_K", ...), if any.
+std::optional<Type> TypeNamed(std::string_view name);
 // Whether `type` is one of ggml's K-quants (Q4_K, Q5_K, Q6_K).
 inline bool IsKQuant(Type type) {
   return type == Type::kQ4_K || type == Type::kQ5_K || type == Type::kQ6_K;

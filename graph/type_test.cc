@@ -46,6 +46,18 @@ TEST(TypeTest, IsValidTypeChecksRange) {
   EXPECT_FALSE(IsValidType(1 << 30));
 }
 
+TEST(TypeTest, TypeNamedFindsEveryTypeByItsName) {
+  for (int32_t i = 0; i < kTypeCount; ++i) {
+    const Type type = static_cast<Type>(i);
+    EXPECT_EQ(TypeNamed(TypeName(type)), type) << TypeName(type);
+  }
+  EXPECT_EQ(TypeNamed("q8_0"), Type::kQ8_0);
+  EXPECT_EQ(TypeNamed("q4_K"), Type::kQ4_K);
+  EXPECT_EQ(TypeNamed("Q8_0"), std::nullopt);
+  EXPECT_EQ(TypeNamed(""), std::nullopt);
+  EXPECT_EQ(TypeNamed("f16 "), std::nullopt);
+}
+
 TEST(TypeTest, RowSizeCountsBlocks) {
   EXPECT_EQ(RowSize(Type::kF32, 10), 40u);
   EXPECT_EQ(RowSize(Type::kF16, 10), 20u);
