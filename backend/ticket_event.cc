@@ -3,6 +3,8 @@
 #include <memory>
 #include <utility>
 
+#include "backend/spin.h"
+
 namespace tessera {
 namespace {
 
@@ -48,21 +50,19 @@ uint64_t TicketEvent::last_recorded() {
 void TicketEvent::Complete(uint64_t ticket, absl::Status status) {
   absl::MutexLock lock(&mu_);
   // Recordings on two streams may complete out of order; the newest wins.
-  if (ticket <= completed_) return;
-  completed_ = ticket;
+  if (ticket <= completed_.load(std::memory_order_relaxed)) return;
   status_ = std::move(status);
+  completed_.store(ticket, std::memory_order_release);
 }
 
 bool TicketEvent::IsComplete(uint64_t ticket) {
-  absl::MutexLock lock(&mu_);
-  return completed_ >= ticket;
+  return completed_.load(std::memory_order_acquire) >= ticket;
 }
 
 absl::Status TicketEvent::WaitFor(uint64_t ticket) {
+  auto done = [this, ticket] { return IsComplete(ticket); };
+  SpinUntil(done);
   absl::MutexLock lock(&mu_);
-  auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return completed_ >= ticket;
-  };
   mu_.Await(absl::Condition(&done));
   return status_;
 }

@@ -1,6 +1,7 @@
 #ifndef TESSERA_BACKEND_TICKET_EVENT_H_
 #define TESSERA_BACKEND_TICKET_EVENT_H_
 
+#include <atomic>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
@@ -16,7 +17,8 @@ class Device;
 // devices, backend/task_queue.h). Each recording gets a ticket (1, 2, ...); the
 // recording stream completes the ticket, with its sticky status, when its
 // worker reaches the marker. A wait for ticket t returns once a ticket >= t
-// is complete: recording again replaces the previous marker. Thread-safe.
+// is complete: recording again replaces the previous marker. A wait spins
+// briefly (backend/spin.h) before it sleeps. Thread-safe.
 class TicketEvent final : public Event {
  public:
   explicit TicketEvent(Device& device);
@@ -45,7 +47,8 @@ class TicketEvent final : public Event {
   Device& device_;
   absl::Mutex mu_;
   uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  // Written under mu_ (with status_); read without it by spinning waits.
+  std::atomic<uint64_t> completed_ = 0;
   // Status of ticket completed_.
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };

@@ -8,25 +8,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "backend/spin.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera {
-namespace {
-
-// Spins before sleeping: long enough to bridge the gap between two small
-// nodes or two graphs queued back to back, short enough not to burn a core
-// when the stream goes idle.
-constexpr int kSpinIterations = 2048;
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-}  // namespace
 
 void SpinWaitCounter::Advance() {
   // seq_cst on both sides (here and in WaitChange) orders the value change
@@ -40,11 +25,8 @@ void SpinWaitCounter::Advance() {
 }
 
 bool SpinWaitCounter::SpinWhileEqual(uint32_t seen) const {
-  for (int i = 0; i < kSpinIterations; ++i) {
-    if (value_.load(std::memory_order_acquire) != seen) return true;
-    CpuRelax();
-  }
-  return false;
+  return SpinUntil(
+      [&] { return value_.load(std::memory_order_acquire) != seen; });
 }
 
 void SpinWaitCounter::WaitChange(uint32_t seen) {
