@@ -145,9 +145,11 @@ absl::StatusOr<Tensor*> Concat(Context& ctx, Tensor* a, Tensor* b, int dim);
 absl::StatusOr<Tensor*> Argsort(Context& ctx, Tensor* a, SortOrder order);
 
 // FLASH_ATTN_EXT: softmax(q k^T * scale + slope * mask) v, fused.
-// q F32 [d, n_q, h, b]; k F32/F16 [d, n_kv, h_kv, b]; v F32/F16 [d_v, n_kv,
-// h_kv, b] with h % h_kv == 0 (grouped-query attention); mask optional F16
-// or F32 [n_kv, >= n_q, m2, m3] broadcast over heads/batches like SOFT_MAX.
+// q F32 [d, n_q, h, b]; k [d, n_kv, h_kv, b] and v [d_v, n_kv, h_kv, b] of
+// any type IsAttnKvType takes (F32, F16, BF16, Q8_0, Q4_0; each independent,
+// rows of whole blocks) with h % h_kv == 0 (grouped-query attention); mask
+// optional F16 or F32 [n_kv, >= n_q, m2, m3] broadcast over heads/batches
+// like SOFT_MAX.
 // logit_softcap > 0 applies softcap * tanh(x / softcap) to the scaled
 // scores before the mask. Result F32 [d_v, h, n_q, b] (ggml's permuted
 // layout). op_params: [0] scale, [1] max_bias, [2] logit_softcap (f32).

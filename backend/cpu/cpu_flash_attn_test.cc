@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backend/alloc/tensor_allocator.h"
 #include "backend/cpu/cpu_device.h"
 #include "backend/cpu/simd_level.h"
@@ -110,6 +112,63 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
     for (int64_t h = 0; h < kHeads; ++h) {
       for (int64_t t = 0; t < kD; ++t) {
         EXPECT_EQ(got[h * kD + t], 0.0f) << SimdLevelName(level);
+      }
+    }
+  }
+}
+
+// Keys and values of every type FLASH_ATTN_EXT reads, alike and mixed (a
+// Q8_0 K beside an F16 V, as llama.cpp's -ctk q8_0 -ctv f16 keeps them):
+// the kernel takes them on its own path (FlashAttnWorkSize is not 0; the
+// device would otherwise fall back to the reference kernel) and agrees
+// with the reference kernel at every SIMD level. Both dequantize the same
+// bytes exactly, so only float arithmetic differs.
+TEST(CpuFlashAttnTest, EveryKvTypeRunsOnTheKernelAndMatchesReference) {
+  constexpr int64_t kD = 64, kQ = 3, kKv = 70, kHeads = 4, kKvHeads = 2;
+  const Type types[] = {Type::kF32, Type::kF16, Type::kBF16, Type::kQ8_0,
+                        Type::kQ4_0};
+  for (Type kt : types) {
+    for (Type vt : types) {
+      const std::string what =
+          absl::StrCat("k ", std::string(TypeName(kt)), " v ",
+                       std::string(TypeName(vt)));
+      Context ctx;
+      Tensor* q = ctx.NewTensor(Type::kF32, {kD, kQ, kHeads}).value();
+      Tensor* k = ctx.NewTensor(kt, {kD, kKv, kKvHeads}).value();
+      Tensor* v = ctx.NewTensor(vt, {kD, kKv, kKvHeads}).value();
+      Tensor* mask = ctx.NewTensor(Type::kF16, {kKv, kQ}).value();
+      Tensor* out = FlashAttnExt(ctx, q, k, v, mask, 0.125f, 0.0f, 0.0f).value();
+      Graph graph;
+      ASSERT_TRUE(graph.Expand(out).ok());
+      CpuDevice host({.name = "host", .n_threads = 1, .memory_limit = 0});
+      std::vector<Tensor*> all(graph.leafs().begin(), graph.leafs().end());
+      all.insert(all.end(), graph.nodes().begin(), graph.nodes().end());
+      std::unique_ptr<Buffer> buffer =
+          AllocTensors(host.buffer_type(), all).value();
+      uint32_t seed = 1;
+      for (Tensor* t : {q, k, v, mask}) {
+        std::vector<char> bytes(t->NumBytes());
+        RowFromFloat(t->type, Pattern(t->NumElements(), seed++).data(),
+                     bytes.data(), t->NumElements());
+        ASSERT_TRUE(testing::Write(*t, bytes.data()).ok()) << what;
+      }
+      EXPECT_GT(FlashAttnWorkSize(*out, 2), 0u) << what;
+      ASSERT_TRUE(ReferenceCompute(*out).ok()) << what;
+      const std::vector<float> want = testing::Read(*out);
+      for (SimdLevel level : SupportedSimdLevels()) {
+        CpuDevice device({.name = "cpu",
+                          .n_threads = 2,
+                          .memory_limit = 0,
+                          .max_simd = level});
+        ASSERT_TRUE(buffer
+                        ->SetTensor(*out,
+                                    std::vector<float>(want.size(), 7.0f).data(),
+                                    0, want.size() * sizeof(float))
+                        .ok());
+        std::unique_ptr<Stream> stream = device.CreateStream().value();
+        ASSERT_TRUE(stream->Compute(graph).ok()) << what;
+        EXPECT_LT(testing::Nmse(testing::Read(*out), want), 1e-10)
+            << what << " " << SimdLevelName(level);
       }
     }
   }

@@ -843,8 +843,8 @@ void AddConcatCases(CaseList& cases) {
 }
 
 // FLASH_ATTN_EXT with K and V of every type it reads (F32, F16, BF16, and
-// Q8_0 and Q4_0 where the head sizes are whole blocks), masks, GQA, softcap
-// and ALiBi.
+// Q8_0 and Q4_0 where the head sizes are whole blocks), alike and mixed,
+// masks, GQA, softcap and ALiBi.
 void AddFlashAttnCases(CaseList& cases) {
   struct Variant {
     int64_t d, dv, n_q, n_kv, h, h_kv, batch;
@@ -868,14 +868,21 @@ void AddFlashAttnCases(CaseList& cases) {
       {32, 32, 3, 200, 4, 4, 2, kF32, {200, 3, 1, 2}, 4.0f, 10.0f, false},
       {48, 48, 1, 130, 20, 1, 1, kF16, {130, 1, 1, 1}, 0.0f, 0.0f, true},
   };
-  for (Type kv : {kF16, kF32, kBF16, kQ8_0, kQ4_0}) {
-    const int64_t block = Traits(kv).block_size;
+  // K and V alike, and apart as llama.cpp's -ctk and -ctv may set them.
+  const std::pair<Type, Type> kinds[] = {
+      {kF16, kF16},   {kF32, kF32},  {kBF16, kBF16}, {kQ8_0, kQ8_0},
+      {kQ4_0, kQ4_0}, {kQ8_0, kF16}, {kF16, kQ4_0},  {kBF16, kQ8_0}};
+  for (const auto& [kt, vt] : kinds) {
+    const int64_t block =
+        std::max(Traits(kt).block_size, Traits(vt).block_size);
     for (const Variant& v : variants) {
       if (v.d % block != 0 || v.dv % block != 0) continue;
-      std::string name =
-          absl::StrCat("FLASH_ATTN_EXT ", TypeStr(kv), " d ", v.d, " dv ", v.dv,
-                       " q ", v.n_q, " kv ", v.n_kv, " heads ", v.h, "/",
-                       v.h_kv, " batch ", v.batch);
+      std::string name = absl::StrCat(
+          "FLASH_ATTN_EXT ",
+          kt == vt ? TypeStr(kt)
+                   : absl::StrCat("k ", TypeStr(kt), " v ", TypeStr(vt)),
+          " d ", v.d, " dv ", v.dv, " q ", v.n_q, " kv ", v.n_kv, " heads ",
+          v.h, "/", v.h_kv, " batch ", v.batch);
       if (v.mask_type) {
         absl::StrAppend(&name, " mask ", Operand(*v.mask_type, v.mask_ne));
       }
@@ -883,16 +890,17 @@ void AddFlashAttnCases(CaseList& cases) {
       if (v.softcap != 0.0f) absl::StrAppend(&name, " softcap ", v.softcap);
       if (v.permuted) absl::StrAppend(&name, " perm");
       const Layout l = v.permuted ? kP : kC;
+      const bool f32 = kt == kF32 && vt == kF32;
       cases.Add(
-          name, kv == kF32 ? kNmseFlashAttnF32 : kNmseFlashAttnF16,
-          [kv, v, l](Context& ctx) -> absl::StatusOr<Tensor*> {
+          name, f32 ? kNmseFlashAttnF32 : kNmseFlashAttnF16,
+          [kt, vt, v, l](Context& ctx) -> absl::StatusOr<Tensor*> {
             TESSERA_ASSIGN_OR_RETURN(
                 Tensor * q, Input(ctx, kF32, {v.d, v.n_q, v.h, v.batch}, l));
             TESSERA_ASSIGN_OR_RETURN(
-                Tensor * k, Input(ctx, kv, {v.d, v.n_kv, v.h_kv, v.batch}, l));
+                Tensor * k, Input(ctx, kt, {v.d, v.n_kv, v.h_kv, v.batch}, l));
             TESSERA_ASSIGN_OR_RETURN(
                 Tensor * val,
-                Input(ctx, kv, {v.dv, v.n_kv, v.h_kv, v.batch}, l));
+                Input(ctx, vt, {v.dv, v.n_kv, v.h_kv, v.batch}, l));
             Tensor* mask = nullptr;
             if (v.mask_type) {
               TESSERA_ASSIGN_OR_RETURN(mask,
