@@ -482,12 +482,20 @@ absl::Status RunModel(const Flags& flags) {
                              LlamaRunner::CreateLocal(*file, devices, options));
   }
   const LlamaConfig& c = runner->config();
+  uint64_t cache_bytes = 0;
+  for (const std::vector<Tensor*>* part :
+       {&runner->cache().k, &runner->cache().v}) {
+    for (const Tensor* t : *part) cache_bytes += t->NumBytes();
+  }
   absl::FPrintF(stderr,
                 "tessera run: %d layers, n_embd %d, %d heads (%d kv), vocab "
-                "%d; %.1f MiB of weights loaded in %.2f s (%s)\n",
+                "%d; %.1f MiB of weights loaded in %.2f s; KV cache %s, %d "
+                "positions, %.2f MiB (%s)\n",
                 c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_vocab,
                 runner->weight_bytes() / 1048576.0,
                 absl::ToDoubleSeconds(absl::Now() - t0),
+                TypeName(runner->cache().k[0]->type), runner->n_ctx(),
+                cache_bytes / 1048576.0,
                 remote.empty()
                     ? absl::StrCat("local, ", pp, " stage(s) x tp ", tp)
                     : absl::StrCat("remote ", remote));

@@ -98,6 +98,9 @@ class LlamaRunner {
   LlamaRunner& operator=(const LlamaRunner&) = delete;
 
   const LlamaConfig& config() const { return config_; }
+  // The KV cache's tensors (their type and shape; the data is on the
+  // devices).
+  const LlamaCache& cache() const { return cache_; }
   int64_t n_ctx() const { return cache_.n_ctx; }
   // Tokens in the cache (the next token's position).
   int64_t n_past() const { return n_past_; }

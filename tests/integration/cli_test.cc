@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -167,7 +168,8 @@ TEST(CliTest, RunGivesTheSameTokensInEveryMode) {
 }
 
 // `tessera run --cache_type`: a KV cache of BF16, or of Q8_0 and Q4_0 for
-// heads of whole 32-value blocks, locally and on a daemon; a cache type
+// heads of whole 32-value blocks, locally and on a daemon, of the size its
+// type gives (the run's summary on stderr); a cache type
 // FLASH_ATTN_EXT does not read, a head size that is not whole blocks and a
 // name that is no type are refused with messages that say so. (The values
 // of such caches are checked against PyTorch in tests/llama.)
@@ -175,22 +177,33 @@ TEST(CliTest, RunKeepsTheKvCacheInTheTypeAsked) {
   const std::string model = ::testing::TempDir() + "/llama_h32.gguf";
   ASSERT_TRUE(testing::WriteRandomLlama({.n_embd = 128}, model).ok());
   auto daemon = DaemonProcess::Start({"--devices=cpu"}).value();
-  const std::vector<std::string> run = {"run", "--model=" + model,
-                                        "--prompt_tokens=1,15,30,45,60",
-                                        "--n_predict=4"};
+  const std::vector<std::string> run = {
+      "run", "--model=" + model, "--prompt_tokens=1,15,30,45,60",
+      "--n_predict=4", "--n_ctx=4096"};
   auto with = [&](std::vector<std::string> more) {
     std::vector<std::string> args = run;
     args.insert(args.end(), more.begin(), more.end());
     return Cli(args);
   };
-  for (const char* type : {"bf16", "q8_0", "q4_0"}) {
+  // 2 layers x K and V x 4096 positions of 64 values (2 KV heads of 32):
+  // 2 bytes a value in F16 and BF16 (2 MiB), 34 per 32 in Q8_0, 18 per 32
+  // in Q4_0.
+  const std::pair<const char*, const char*> sizes[] = {
+      {"f16", "KV cache f16, 4096 positions, 2.00 MiB"},
+      {"bf16", "KV cache bf16, 4096 positions, 2.00 MiB"},
+      {"q8_0", "KV cache q8_0, 4096 positions, 1.06 MiB"},
+      {"q4_0", "KV cache q4_0, 4096 positions, 0.56 MiB"}};
+  for (const auto& [type, summary] : sizes) {
     for (const std::vector<std::string>& mode :
          std::vector<std::vector<std::string>>{
              {}, {"--remote=" + daemon->address()}}) {
       std::vector<std::string> args = mode;
-      args.push_back(absl::StrCat("--cache_type=", type));
+      if (std::string(type) != "f16") {
+        args.push_back(absl::StrCat("--cache_type=", type));
+      }
       const CommandRun ok = with(args);
       EXPECT_EQ(ok.exit_code, 0) << ok.output;
+      EXPECT_TRUE(Has(ok, summary)) << ok.output;
       const std::string tokens = LastLine(ok);
       EXPECT_EQ(std::count(tokens.begin(), tokens.end(), ','), 3) << tokens;
     }
