@@ -33,6 +33,41 @@ std::vector<float> Pattern(size_t n, uint32_t seed) {
   return v;
 }
 
+// A FLASH_ATTN_EXT graph over q F32 [d, n_q, heads], k and v of `kt` and
+// `vt` [d, n_kv, kv_heads] and an F16 mask [n_kv, n_q], its tensors placed
+// in host memory.
+struct Attention {
+  Context ctx;
+  Tensor* q = nullptr;
+  Tensor* k = nullptr;
+  Tensor* v = nullptr;
+  Tensor* mask = nullptr;
+  Tensor* out = nullptr;
+  Graph graph;
+  CpuDevice host{{.name = "host", .n_threads = 1, .memory_limit = 0}};
+  std::unique_ptr<Buffer> buffer;
+
+  Attention(int64_t d, int64_t n_q, int64_t n_kv, int64_t heads,
+            int64_t kv_heads, Type kt, Type vt, float scale, float max_bias,
+            float softcap) {
+    q = ctx.NewTensor(Type::kF32, {d, n_q, heads}).value();
+    k = ctx.NewTensor(kt, {d, n_kv, kv_heads}).value();
+    v = ctx.NewTensor(vt, {d, n_kv, kv_heads}).value();
+    mask = ctx.NewTensor(Type::kF16, {n_kv, n_q}).value();
+    out = FlashAttnExt(ctx, q, k, v, mask, scale, max_bias, softcap).value();
+    EXPECT_TRUE(graph.Expand(out).ok());
+    std::vector<Tensor*> all(graph.leafs().begin(), graph.leafs().end());
+    all.insert(all.end(), graph.nodes().begin(), graph.nodes().end());
+    buffer = AllocTensors(host.buffer_type(), all).value();
+  }
+
+  // Fills `out` with 7s, so a device that leaves it alone is seen.
+  absl::Status Poison() {
+    const std::vector<float> sevens(out->NumElements(), 7.0f);
+    return buffer->SetTensor(*out, sevens.data(), 0, out->NumBytes());
+  }
+};
+
 // Causal attention with -inf in the mask, at every SIMD level, against the
 // reference kernel: query row 0 sees no key at all (its output is 0), the
 // others see a prefix of the keys, so whole key tiles are excluded for
@@ -40,20 +75,13 @@ std::vector<float> Pattern(size_t n, uint32_t seed) {
 // Excluded keys whose rows hold NaN (unwritten cache slots) do not count.
 TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
   constexpr int64_t kD = 40, kQ = 7, kKv = 200, kHeads = 6, kKvHeads = 2;
-  Context ctx;
-  Tensor* q = ctx.NewTensor(Type::kF32, {kD, kQ, kHeads}).value();
-  Tensor* k = ctx.NewTensor(Type::kF16, {kD, kKv, kKvHeads}).value();
-  Tensor* v = ctx.NewTensor(Type::kF16, {kD, kKv, kKvHeads}).value();
-  Tensor* mask = ctx.NewTensor(Type::kF16, {kKv, kQ}).value();
-  Tensor* out = FlashAttnExt(ctx, q, k, v, mask, 0.3f, 2.0f, 5.0f).value();
-  Graph graph;
-  ASSERT_TRUE(graph.Expand(out).ok());
-
-  CpuDevice host({.name = "host", .n_threads = 1, .memory_limit = 0});
-  std::vector<Tensor*> all(graph.leafs().begin(), graph.leafs().end());
-  all.insert(all.end(), graph.nodes().begin(), graph.nodes().end());
-  std::unique_ptr<Buffer> buffer =
-      AllocTensors(host.buffer_type(), all).value();
+  Attention a(kD, kQ, kKv, kHeads, kKvHeads, Type::kF16, Type::kF16, 0.3f, 2.0f,
+              5.0f);
+  Tensor* q = a.q;
+  Tensor* k = a.k;
+  Tensor* v = a.v;
+  Tensor* mask = a.mask;
+  Tensor* out = a.out;
   ASSERT_TRUE(testing::Write(*q, Pattern(q->NumElements(), 1).data()).ok());
   auto to_f16 = [](const std::vector<float>& x) {
     std::vector<uint16_t> h(x.size());
@@ -94,13 +122,9 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
   for (SimdLevel level : SupportedSimdLevels()) {
     CpuDevice device(
         {.name = "cpu", .n_threads = 2, .memory_limit = 0, .max_simd = level});
-    ASSERT_TRUE(buffer
-                    ->SetTensor(*out,
-                                std::vector<float>(want.size(), 7.0f).data(), 0,
-                                want.size() * sizeof(float))
-                    .ok());
+    ASSERT_TRUE(a.Poison().ok());
     std::unique_ptr<Stream> stream = device.CreateStream().value();
-    ASSERT_TRUE(stream->Compute(graph).ok());
+    ASSERT_TRUE(stream->Compute(a.graph).ok());
     const std::vector<float> got = testing::Read(*out);
     double err = 0, ref = 0;
     for (size_t i = 0; i < want.size(); ++i) {
@@ -132,42 +156,26 @@ TEST(CpuFlashAttnTest, EveryKvTypeRunsOnTheKernelAndMatchesReference) {
       const std::string what =
           absl::StrCat("k ", std::string(TypeName(kt)), " v ",
                        std::string(TypeName(vt)));
-      Context ctx;
-      Tensor* q = ctx.NewTensor(Type::kF32, {kD, kQ, kHeads}).value();
-      Tensor* k = ctx.NewTensor(kt, {kD, kKv, kKvHeads}).value();
-      Tensor* v = ctx.NewTensor(vt, {kD, kKv, kKvHeads}).value();
-      Tensor* mask = ctx.NewTensor(Type::kF16, {kKv, kQ}).value();
-      Tensor* out = FlashAttnExt(ctx, q, k, v, mask, 0.125f, 0.0f, 0.0f).value();
-      Graph graph;
-      ASSERT_TRUE(graph.Expand(out).ok());
-      CpuDevice host({.name = "host", .n_threads = 1, .memory_limit = 0});
-      std::vector<Tensor*> all(graph.leafs().begin(), graph.leafs().end());
-      all.insert(all.end(), graph.nodes().begin(), graph.nodes().end());
-      std::unique_ptr<Buffer> buffer =
-          AllocTensors(host.buffer_type(), all).value();
+      Attention a(kD, kQ, kKv, kHeads, kKvHeads, kt, vt, 0.125f, 0.0f, 0.0f);
       uint32_t seed = 1;
-      for (Tensor* t : {q, k, v, mask}) {
+      for (Tensor* t : {a.q, a.k, a.v, a.mask}) {
         std::vector<char> bytes(t->NumBytes());
         RowFromFloat(t->type, Pattern(t->NumElements(), seed++).data(),
                      bytes.data(), t->NumElements());
         ASSERT_TRUE(testing::Write(*t, bytes.data()).ok()) << what;
       }
-      EXPECT_GT(FlashAttnWorkSize(*out, 2), 0u) << what;
-      ASSERT_TRUE(ReferenceCompute(*out).ok()) << what;
-      const std::vector<float> want = testing::Read(*out);
+      EXPECT_GT(FlashAttnWorkSize(*a.out, 2), 0u) << what;
+      ASSERT_TRUE(ReferenceCompute(*a.out).ok()) << what;
+      const std::vector<float> want = testing::Read(*a.out);
       for (SimdLevel level : SupportedSimdLevels()) {
         CpuDevice device({.name = "cpu",
                           .n_threads = 2,
                           .memory_limit = 0,
                           .max_simd = level});
-        ASSERT_TRUE(buffer
-                        ->SetTensor(*out,
-                                    std::vector<float>(want.size(), 7.0f).data(),
-                                    0, want.size() * sizeof(float))
-                        .ok());
+        ASSERT_TRUE(a.Poison().ok());
         std::unique_ptr<Stream> stream = device.CreateStream().value();
-        ASSERT_TRUE(stream->Compute(graph).ok()) << what;
-        EXPECT_LT(testing::Nmse(testing::Read(*out), want), 1e-10)
+        ASSERT_TRUE(stream->Compute(a.graph).ok()) << what;
+        EXPECT_LT(testing::Nmse(testing::Read(*a.out), want), 1e-10)
             << what << " " << SimdLevelName(level);
       }
     }
