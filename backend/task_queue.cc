@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/device.h"
+#include "backend/spin.h"
 
 namespace tessera {
 
@@ -39,6 +40,10 @@ void TaskQueue::EnqueueWait(Event& event) {
   const std::string prefix = absl::StrCat(
       "[", name_, "] waiting for an event of ", event.device().name(), ": ");
   Enqueue([mark = event.Capture(), prefix]() -> absl::Status {
+    // The other stream usually finishes within microseconds of this one
+    // reaching the wait (a split boundary, a collective's members): polling
+    // first saves a sleeping thread's wake-up.
+    SpinUntil([&mark] { return mark->IsDone(); });
     absl::Status s = mark->Wait();
     if (s.ok()) return s;
     return absl::Status(s.code(), absl::StrCat(prefix, s.message()));

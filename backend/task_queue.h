@@ -49,7 +49,8 @@ class TaskQueue {
   void EnqueueRecord(TicketEvent& event);
   // Makes later tasks wait for `event` (of any device) as recorded now
   // (Event::Capture): a later recording must not delay this queue. A failed
-  // event fails it.
+  // event fails it. The worker polls the event briefly (backend/spin.h)
+  // before it sleeps on it.
   void EnqueueWait(Event& event);
   // Blocks until every task queued so far has run; returns the sticky
   // status.

@@ -3,8 +3,6 @@
 #include <memory>
 #include <utility>
 
-#include "backend/spin.h"
-
 namespace tessera {
 namespace {
 
@@ -61,7 +59,6 @@ bool TicketEvent::IsComplete(uint64_t ticket) {
 
 absl::Status TicketEvent::WaitFor(uint64_t ticket) {
   auto done = [this, ticket] { return IsComplete(ticket); };
-  SpinUntil(done);
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&done));
   return status_;

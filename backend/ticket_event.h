@@ -17,8 +17,7 @@ class Device;
 // devices, backend/task_queue.h). Each recording gets a ticket (1, 2, ...); the
 // recording stream completes the ticket, with its sticky status, when its
 // worker reaches the marker. A wait for ticket t returns once a ticket >= t
-// is complete: recording again replaces the previous marker. A wait spins
-// briefly (backend/spin.h) before it sleeps. Thread-safe.
+// is complete: recording again replaces the previous marker. Thread-safe.
 class TicketEvent final : public Event {
  public:
   explicit TicketEvent(Device& device);
@@ -47,7 +46,8 @@ class TicketEvent final : public Event {
   Device& device_;
   absl::Mutex mu_;
   uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;
-  // Written under mu_ (with status_); read without it by spinning waits.
+  // Written under mu_ (with status_); read without it by IsComplete, which
+  // waiting streams poll (TaskQueue::EnqueueWait).
   std::atomic<uint64_t> completed_ = 0;
   // Status of ticket completed_.
   absl::Status status_ ABSL_GUARDED_BY(mu_);

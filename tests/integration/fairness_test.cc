@@ -43,10 +43,11 @@ std::string Hello(v1::Tessera::Stub& stub, const std::string& name) {
 
 
 // x <- a x, kLayers times, with a [kDim, kDim] and x [kDim, kDim]: a long
-// compute (about a GFLOP on one thread).
+// compute (about 4 GFLOP on one thread, tens of milliseconds: long next to
+// the time a response takes to reach its client thread).
 v1::ComputeRequest LongCompute(const std::string& session) {
   constexpr int64_t kDim = 512;
-  constexpr uint32_t kLayers = 4;
+  constexpr uint32_t kLayers = 16;
   v1::GraphDef g;
   testing::AddF32Tensor(g, 0, testing::kRawOpNone, {}, {kDim, kDim});
   testing::AddF32Tensor(g, 1, testing::kRawOpNone, {}, {kDim, kDim});
