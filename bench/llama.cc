@@ -958,8 +958,9 @@ absl::Status Main(const Config& c) {
         TESSERA_RETURN_IF_ERROR(In(name + " local", MakeLocal(*file, c, m)));
       } else if (mode == "tp") {
         TESSERA_RETURN_IF_ERROR(In(name + " tp 2", MakeTp(*file, c, m)));
-        TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
-                                 DecodeBytes(*file, c.cache_type, n_ctx, &policy, 2));
+        TESSERA_ASSIGN_OR_RETURN(
+            m.bytes_per_token,
+            DecodeBytes(*file, c.cache_type, n_ctx, &policy, 2));
         tp = &m;
       } else if (mode == "remote") {
         TESSERA_RETURN_IF_ERROR(In(
@@ -968,15 +969,17 @@ absl::Status Main(const Config& c) {
       } else if (mode == "tp-daemons") {
         TESSERA_RETURN_IF_ERROR(
             In(name + " tp-daemons", MakeTpDaemons(*file, c, m)));
-        TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
-                                 DecodeBytes(*file, c.cache_type, n_ctx, &policy, 2));
+        TESSERA_ASSIGN_OR_RETURN(
+            m.bytes_per_token,
+            DecodeBytes(*file, c.cache_type, n_ctx, &policy, 2));
       } else {
         TESSERA_RETURN_IF_ERROR(
             In(name + " gpu", MakeGpu(*file, c, m, gpu_copy_gbps)));
       }
       if (m.bytes_per_token == 0) {
-        TESSERA_ASSIGN_OR_RETURN(m.bytes_per_token,
-                                 DecodeBytes(*file, c.cache_type, n_ctx, nullptr, 1));
+        TESSERA_ASSIGN_OR_RETURN(
+            m.bytes_per_token,
+            DecodeBytes(*file, c.cache_type, n_ctx, nullptr, 1));
       }
       if (m.limit_gbps == 0) m.limit_gbps = bw;
     }

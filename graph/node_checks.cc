@@ -419,8 +419,8 @@ absl::Status NodeChecker::FlashAttnExt() const {
   const Tensor& v = *node_.src[2];
   for (const Tensor* t : {&k, &v}) {
     if (!IsAttnKvType(t->type)) {
-      return Invalid(t == &k ? "k " : "v ", Describe(*t),
-                     " must be f32, f16, bf16, q8_0 or q4_0");
+      return Invalid(t == &k ? "k " : "v ", Describe(*t), " must be ",
+                     kAttnKvTypeNames);
     }
   }
   if (k.ne[0] != q.ne[0] || k.ne[2] <= 0 || k.ne[3] <= 0 ||

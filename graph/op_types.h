@@ -17,8 +17,9 @@ bool OpHasTypes(const Tensor& node);
 
 // The types FLASH_ATTN_EXT reads keys and values in: F32, F16, BF16, Q8_0
 // and Q4_0, the KV cache types of llama.cpp's --cache-type-k/-v that tessera
-// has.
+// has; kAttnKvTypeNames names them in messages.
 bool IsAttnKvType(Type type);
+inline constexpr char kAttnKvTypeNames[] = "f32, f16, bf16, q8_0 or q4_0";
 
 }  // namespace tessera
 

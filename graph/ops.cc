@@ -677,9 +677,8 @@ absl::StatusOr<Tensor*> FlashAttnExt(Context& ctx, Tensor* q, Tensor* k,
   if (auto s = CheckType(kOp, "q", *q, Type::kF32); !s.ok()) return s;
   for (const Tensor* t : {k, v}) {
     if (!IsAttnKvType(t->type)) {
-      return Error(kOp, t == k ? "k" : "v",
-                   " must be f32, f16, bf16, q8_0 or q4_0, got ",
-                   TypeStr(t->type));
+      return Error(kOp, t == k ? "k" : "v", " must be ", kAttnKvTypeNames,
+                   ", got ", TypeStr(t->type));
     }
   }
   if (k->ne[0] != q->ne[0]) {

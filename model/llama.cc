@@ -197,7 +197,7 @@ absl::StatusOr<LlamaCache> LlamaCache::Make(const LlamaConfig& config,
                                             Context& ctx) {
   if (n_ctx < 1) return Invalid("cache size ", n_ctx, " must be >= 1");
   if (!IsAttnKvType(type)) {
-    return Invalid("cache type must be f32, f16, bf16, q8_0 or q4_0, got ",
+    return Invalid("cache type must be ", kAttnKvTypeNames, ", got ",
                    std::string(TypeName(type)));
   }
   if (config.head_dim() % Traits(type).block_size != 0) {

@@ -26,8 +26,8 @@ size_t FlashAttnWorkSize(const Tensor& node, int nth);
 // Computes part ctx.ith of ctx.nth of `node` and returns true when it fits
 // the fast path (F32 q and dst with contiguous rows, k and v of an
 // IsAttnKvType type and an F32 or F16 mask with contiguous rows, consistent
-// shapes); returns false having done
-// nothing otherwise. Every thread of the team gets the same answer.
+// shapes); returns false having done nothing otherwise. Every thread of the
+// team gets the same answer.
 bool TryFlashAttn(Tensor& node, const CpuComputeContext& ctx);
 
 }  // namespace tessera
