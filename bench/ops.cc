@@ -158,41 +158,43 @@ double ReadBandwidth(size_t bytes, int threads) {
   return static_cast<double>(vectors * threads * sizeof(U64x4)) / seconds;
 }
 
-// FLOP/s of `iters` rounds of 12 independent FMA chains in registers.
+// `iters` rounds of 12 independent FMA chains, each chain its own
+// variable so that it stays in a register (an array of accumulators can
+// live in memory, and its store-to-load latency would set the rate).
+template <typename Vec>
+__attribute__((always_inline)) inline float FmaChains(int64_t iters) {
+  Vec c0 = Vec{} + 0.0f, c1 = Vec{} + 1.0f, c2 = Vec{} + 2.0f,
+      c3 = Vec{} + 3.0f, c4 = Vec{} + 4.0f, c5 = Vec{} + 5.0f,
+      c6 = Vec{} + 6.0f, c7 = Vec{} + 7.0f, c8 = Vec{} + 8.0f,
+      c9 = Vec{} + 9.0f, c10 = Vec{} + 10.0f, c11 = Vec{} + 11.0f;
+  const Vec a = Vec{} + 0.999f;
+  const Vec b = Vec{} + 1e-3f;
+  for (int64_t i = 0; i < iters; ++i) {
+    c0 = c0 * a + b;
+    c1 = c1 * a + b;
+    c2 = c2 * a + b;
+    c3 = c3 * a + b;
+    c4 = c4 * a + b;
+    c5 = c5 * a + b;
+    c6 = c6 * a + b;
+    c7 = c7 * a + b;
+    c8 = c8 * a + b;
+    c9 = c9 * a + b;
+    c10 = c10 * a + b;
+    c11 = c11 * a + b;
+  }
+  const Vec sum = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9 + c10 + c11;
+  return sum[0];
+}
+
 __attribute__((target("avx512f"))) float FmaAvx512(int64_t iters) {
   using F16x = float __attribute__((vector_size(64)));
-  F16x acc[12];
-  for (int j = 0; j < 12; ++j) acc[j] = F16x{} + static_cast<float>(j);
-  const F16x a = F16x{} + 0.999f;
-  const F16x b = F16x{} + 1e-3f;
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < 12; ++j) {
-      acc[j] = acc[j] * a + b;
-      asm volatile("" : "+v"(acc[j]));
-    }
-  }
-  float s = 0;
-  for (int j = 0; j < 12; ++j) s += acc[j][0];
-  return s;
+  return FmaChains<F16x>(iters);
 }
 
 __attribute__((target("avx2,fma"))) float FmaAvx2(int64_t iters) {
   using F8x = float __attribute__((vector_size(32)));
-  F8x acc[12];
-  for (int j = 0; j < 12; ++j) acc[j] = F8x{} + static_cast<float>(j);
-  const F8x a = F8x{} + 0.999f;
-  const F8x b = F8x{} + 1e-3f;
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < 12; ++j) {
-      acc[j] = acc[j] * a + b;
-      asm volatile("" : "+x"(acc[j]));
-    }
-  }
-  float s = 0;
-  for (int j = 0; j < 12; ++j) s += acc[j][0];
-  return s;
+  return FmaChains<F8x>(iters);
 }
 
 // Peak FLOP/s of FMAs on `threads` threads at the widest vector this CPU
@@ -359,13 +361,14 @@ absl::Status MemoryCase(CpuDevice& device, Stream& stream, const Limits& lim,
   return absl::OkStatus();
 }
 
-// FLASH_ATTN_EXT with ggml's shapes: 32 query heads over 8 F16 K/V heads
-// of 128, 4096 cached positions, F16 mask. Decode (1 query) is bound by
-// reading K and V; prompt (512 queries) by the FMAs.
+// FLASH_ATTN_EXT with ggml's shapes: 32 query heads over 8 K/V heads of
+// 128 in `kv_type`, 4096 cached positions, F16 mask. Decode (1 query) is
+// bound by reading K and V; prompt (512 queries) by the FMAs.
 absl::Status FlashAttnCase(CpuDevice& device, Stream& stream, const Limits& lim,
-                           std::string_view only, int64_t n_q) {
-  const std::string name = absl::StrFormat("FLASH_ATTN_EXT f16 q=%d kv=4096 %s",
-                                           n_q, n_q == 1 ? "decode" : "prompt");
+                           std::string_view only, Type kv_type, int64_t n_q) {
+  const std::string name =
+      absl::StrFormat("FLASH_ATTN_EXT %s q=%d kv=4096 %s", TypeName(kv_type),
+                      n_q, n_q == 1 ? "decode" : "prompt");
   if (!Selected(name, only)) return absl::OkStatus();
   constexpr int64_t kD = 128, kKv = 4096, kHeads = 32, kKvHeads = 8;
   OneOp op;
@@ -376,10 +379,10 @@ absl::Status FlashAttnCase(CpuDevice& device, Stream& stream, const Limits& lim,
       [&](Context& ctx) -> absl::StatusOr<Tensor*> {
         TESSERA_ASSIGN_OR_RETURN(Tensor * q,
                                  ctx.NewTensor(Type::kF32, {kD, n_q, kHeads}));
-        TESSERA_ASSIGN_OR_RETURN(
-            k, ctx.NewTensor(Type::kF16, {kD, kKv, kKvHeads}));
-        TESSERA_ASSIGN_OR_RETURN(
-            v, ctx.NewTensor(Type::kF16, {kD, kKv, kKvHeads}));
+        TESSERA_ASSIGN_OR_RETURN(k,
+                                 ctx.NewTensor(kv_type, {kD, kKv, kKvHeads}));
+        TESSERA_ASSIGN_OR_RETURN(v,
+                                 ctx.NewTensor(kv_type, {kD, kKv, kKvHeads}));
         TESSERA_ASSIGN_OR_RETURN(Tensor * mask,
                                  ctx.NewTensor(Type::kF16, {kKv, n_q}));
         return FlashAttnExt(ctx, q, k, v, mask, 0.088f, 0.0f, 0.0f);
@@ -488,8 +491,25 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
                    params.n_ctx_orig = 4096;
                    return Rope(ctx, a, pos, params);
                  }));
-  for (int64_t n_q : {1, 512}) {
-    TESSERA_RETURN_IF_ERROR(FlashAttnCase(device, *stream, lim, only, n_q));
+  for (Type type : {Type::kF16, Type::kQ8_0, Type::kQ4_0}) {
+    TESSERA_RETURN_IF_ERROR(
+        FlashAttnCase(device, *stream, lim, only, type, /*n_q=*/1));
+  }
+  TESSERA_RETURN_IF_ERROR(
+      FlashAttnCase(device, *stream, lim, only, Type::kF16, /*n_q=*/512));
+  // Every row of the table gathered once (the indices are 0..511), so the
+  // bytes touched are the table's and the result's.
+  for (Type type : {Type::kF16, Type::kQ8_0, Type::kQ4_0}) {
+    TESSERA_RETURN_IF_ERROR(MemoryCase(
+        device, *stream, lim, only,
+        absl::StrFormat("GET_ROWS %s [4096,512] x512", TypeName(type)),
+        [type](Context& ctx) -> absl::StatusOr<Tensor*> {
+          TESSERA_ASSIGN_OR_RETURN(Tensor * table,
+                                   ctx.NewTensor(type, {4096, 512}));
+          TESSERA_ASSIGN_OR_RETURN(Tensor * idx,
+                                   ctx.NewTensor(Type::kI32, {512}));
+          return GetRows(ctx, table, idx);
+        }));
   }
   TESSERA_RETURN_IF_ERROR(AddChainCase(device, *stream, only));
   return absl::OkStatus();

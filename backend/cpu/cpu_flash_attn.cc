@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include "backend/cpu/kernels.h"
@@ -70,13 +69,13 @@ Units UnitsOf(const Tensor& node) {
   return u;
 }
 
-// Floats of one thread's scratch: queries, key and value tiles, bias,
-// scores, m, l and accumulators.
+// Floats of one thread's scratch: queries, key and value tiles (of
+// quantized caches, dequantized), bias, scores, m, l and accumulators.
 size_t ScratchFloats(const Tensor& node) {
   const int64_t d = node.src[0]->ne[0];
   const int64_t dv = node.src[2]->ne[0];
   const size_t floats = kMaxQueries * d + kTileKeys * (d + dv) +
-                        kMaxQueries * kTileKeys + kTileKeys + 2 * kMaxQueries +
+                        2 * kMaxQueries * kTileKeys + 2 * kMaxQueries +
                         kMaxQueries * dv;
   return (floats + 15) / 16 * 16;  // 64-byte multiples
 }
@@ -86,21 +85,25 @@ const char* At(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
          i3 * t.nb[3];
 }
 
-// n values of a row of `t` (F32 or an attention key/value type) as floats.
-void LoadFloats(const CpuKernels& kernels, const Tensor& t, const char* row,
-                float* dst, int64_t n) {
-  switch (t.type) {
-    case Type::kF32:
-      std::memcpy(dst, row, n * sizeof(float));
-      return;
-    case Type::kF16:
-      return kernels.f16_to_f32(reinterpret_cast<const uint16_t*>(row), dst, n);
-    case Type::kBF16:
-      return kernels.bf16_to_f32(reinterpret_cast<const uint16_t*>(row), dst,
-                                 n);
-    default:
-      return RowToFloat(t.type, row, dst, n);
+// The block kernel's view of rows j0..j0+n-1 of K or V head (kh, kb):
+// F32, F16 and BF16 rows where they are; quantized rows dequantized into
+// `tile` first.
+void Rows(const CpuKernels& kernels, const Tensor& t, int64_t j0, int64_t n,
+          int64_t kh, int64_t kb, float* tile, const char*& rows,
+          size_t& stride, Type& type) {
+  if (!Traits(t.type).is_quantized) {
+    rows = At(t, j0, kh, kb);
+    stride = t.nb[1];
+    type = t.type;
+    return;
   }
+  const int64_t width = t.ne[0];
+  for (int64_t j = 0; j < n; ++j) {
+    RowToF32(kernels, t.type, At(t, j0 + j, kh, kb), tile + j * width, width);
+  }
+  rows = reinterpret_cast<const char*>(tile);
+  stride = width * sizeof(float);
+  type = Type::kF32;
 }
 
 void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
@@ -133,12 +136,12 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
   float* vs = ks + kTileKeys * d;
   float* bias = vs + kTileKeys * dv;
   float* scores = bias + kMaxQueries * kTileKeys;
-  float* m = scores + kTileKeys;
+  float* m = scores + kMaxQueries * kTileKeys;
   float* l = m + kMaxQueries;
   float* acc = l + kMaxQueries;
   for (int64_t i = 0; i < nq; ++i) {
-    LoadFloats(*ctx.kernels, q, At(q, row0 + i % rows, head0 + i / rows, batch),
-               qs + i * d, d);
+    RowToF32(*ctx.kernels, q.type,
+             At(q, row0 + i % rows, head0 + i / rows, batch), qs + i * d, d);
     m[i] = -std::numeric_limits<float>::infinity();
     l[i] = 0.0f;
   }
@@ -148,8 +151,6 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
   AttnBlockArgs args;
   args.q = qs;
   args.nq = nq;
-  args.k = ks;
-  args.v = vs;
   args.bias = mask != nullptr ? bias : nullptr;
   args.d = d;
   args.dv = dv;
@@ -161,10 +162,10 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
   args.acc = acc;
   for (int64_t j0 = 0; j0 < n_kv; j0 += kTileKeys) {
     const int64_t n = std::min(kTileKeys, n_kv - j0);
-    for (int64_t j = 0; j < n; ++j) {
-      LoadFloats(*ctx.kernels, k, At(k, j0 + j, kh, kb), ks + j * d, d);
-      LoadFloats(*ctx.kernels, v, At(v, j0 + j, kh, kb), vs + j * dv, dv);
-    }
+    Rows(*ctx.kernels, k, j0, n, kh, kb, ks, args.k, args.k_stride,
+         args.k_type);
+    Rows(*ctx.kernels, v, j0, n, kh, kb, vs, args.v, args.v_stride,
+         args.v_type);
     if (mask != nullptr) {
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t head = head0 + i / rows;
@@ -172,7 +173,7 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
                              batch % mask->ne[3]) +
                           j0 * mask->nb[0];
         float* b = bias + i * n;
-        LoadFloats(*ctx.kernels, *mask, row, b, n);
+        RowToF32(*ctx.kernels, mask->type, row, b, n);
         const float slope = AlibiSlope(max_bias, head, q.ne[2]);
         if (slope != 1.0f) {
           for (int64_t j = 0; j < n; ++j) b[j] *= slope;

@@ -141,6 +141,42 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
   }
 }
 
+// A value row that one query sees and another excludes (query rows are
+// scored in groups that share each loaded row): only the query that sees
+// it gets its infinity; the other's output equals the reference's, finite.
+TEST(CpuFlashAttnTest, AnExcludedValueRowCountsOnlyForTheQueriesThatSeeIt) {
+  constexpr int64_t kD = 32, kQ = 2, kKv = 8;
+  Attention a(kD, kQ, kKv, 1, 1, Type::kF32, Type::kF32, 0.2f, 0.0f, 0.0f);
+  ASSERT_TRUE(testing::Write(*a.q, Pattern(kD * kQ, 1).data()).ok());
+  ASSERT_TRUE(testing::Write(*a.k, Pattern(kD * kKv, 2).data()).ok());
+  std::vector<float> v = Pattern(kD * kKv, 3);
+  for (int64_t t = 0; t < kD; ++t) {
+    v[3 * kD + t] = std::numeric_limits<float>::infinity();
+  }
+  ASSERT_TRUE(testing::Write(*a.v, v.data()).ok());
+  std::vector<uint16_t> mask(kKv * kQ, Fp32ToFp16(0.0f));
+  mask[3] = Fp32ToFp16(-std::numeric_limits<float>::infinity());  // row 0
+  ASSERT_TRUE(testing::Write(*a.mask, mask.data()).ok());
+  ASSERT_TRUE(ReferenceCompute(*a.out).ok());
+  const std::vector<float> want = testing::Read(*a.out);
+  for (int64_t t = 0; t < kD; ++t) {
+    ASSERT_TRUE(std::isfinite(want[t]));
+    ASSERT_FALSE(std::isfinite(want[kD + t]));
+  }
+  for (SimdLevel level : SupportedSimdLevels()) {
+    CpuDevice device(
+        {.name = "cpu", .n_threads = 1, .memory_limit = 0, .max_simd = level});
+    ASSERT_TRUE(a.Poison().ok());
+    std::unique_ptr<Stream> stream = device.CreateStream().value();
+    ASSERT_TRUE(stream->Compute(a.graph).ok());
+    const std::vector<float> got = testing::Read(*a.out);
+    for (int64_t t = 0; t < kD; ++t) {
+      EXPECT_NEAR(got[t], want[t], 1e-5f) << SimdLevelName(level) << " " << t;
+      EXPECT_FALSE(std::isfinite(got[kD + t])) << SimdLevelName(level);
+    }
+  }
+}
+
 // Keys and values of every type FLASH_ATTN_EXT reads, alike and mixed (a
 // Q8_0 K beside an F16 V, as llama.cpp's -ctk q8_0 -ctv f16 keeps them):
 // the kernel takes them on its own path (FlashAttnWorkSize is not 0; the

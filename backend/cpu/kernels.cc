@@ -1,6 +1,10 @@
 #include "backend/cpu/kernels.h"
 
+#include <cstdint>
+#include <cstring>
+
 #include "backend/cpu/kernels_levels.h"
+#include "graph/type.h"
 
 namespace tessera {
 
@@ -14,6 +18,25 @@ const CpuKernels& KernelsFor(SimdLevel level) {
       break;
   }
   return cpu_scalar::kKernels;
+}
+
+void RowToF32(const CpuKernels& kernels, Type type, const void* row, float* dst,
+              int64_t n) {
+  switch (type) {
+    case Type::kF32:
+      std::memcpy(dst, row, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case Type::kF16:
+      return kernels.f16_to_f32(static_cast<const uint16_t*>(row), dst, n);
+    case Type::kBF16:
+      return kernels.bf16_to_f32(static_cast<const uint16_t*>(row), dst, n);
+    case Type::kQ8_0:
+      return kernels.q8_0_to_f32(row, dst, n);
+    case Type::kQ4_0:
+      return kernels.q4_0_to_f32(row, dst, n);
+    default:
+      return RowToFloat(type, row, dst, n);
+  }
 }
 
 }  // namespace tessera

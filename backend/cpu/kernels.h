@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/cpu/simd_level.h"
+#include "graph/type.h"
 
 namespace tessera {
 
@@ -76,27 +77,32 @@ struct FloatMatVecArgs {
 };
 
 // One block of flash attention with online softmax: nq F32 query rows
-// against n F32 key and value rows. For each query i, with its running
-// maximum m[i], sum l[i] and output accumulator acc[i * dv, +dv):
+// against n key and value rows of F32, F16 or BF16. For each query i, with
+// its running maximum m[i], sum l[i] and output accumulator acc[i * dv,
+// +dv):
 //   s_j = scale * dot(q_i, k_j), softcapped to softcap * tanh(s_j /
 //   softcap) when softcap != 0, plus bias[i * n + j] (bias may be null;
-//   -inf excludes key j, and its k and v rows are then not used: they may
-//   hold anything, NaN included);
+//   -inf excludes key j for query i, and its value row is then not used
+//   for it: it may hold anything, NaN included);
 //   m' = max(m[i], max_j s_j); acc, l *= e^(m[i] - m'); then acc += e^(s_j -
 //   m') v_j and l += e^(s_j - m') over j; m[i] = m'.
 // Rows start at -inf, 0 and zeros; the output is acc / l (0 where l is 0).
 struct AttnBlockArgs {
   const float* q;  // nq rows of d floats, contiguous
   int64_t nq;
-  const float* k;  // n rows of d floats, contiguous
-  const float* v;  // n rows of dv floats, contiguous
-  const float* bias;
+  const char* k;  // n rows of d values of k_type, k_stride bytes apart
+  size_t k_stride;
+  Type k_type;
+  const char* v;  // n rows of dv values of v_type, v_stride bytes apart
+  size_t v_stride;
+  Type v_type;
+  const float* bias;  // nq rows of n floats, or null
   int64_t n;
   int64_t d;
   int64_t dv;
   float scale;
   float softcap;
-  float* scores;  // n floats of scratch
+  float* scores;  // nq * n floats of scratch
   float* m;
   float* l;
   float* acc;
@@ -124,10 +130,15 @@ struct CpuKernels {
   void (*mat_vec_f32)(const FloatMatVecArgs& args);
   void (*mat_vec_f16)(const FloatMatVecArgs& args);
   void (*mat_vec_bf16)(const FloatMatVecArgs& args);
+  // k_type and v_type are F32, F16 or BF16.
   void (*attn_block)(const AttnBlockArgs& args);
   // Converts `n` F16 or BF16 values to F32.
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
   void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  // Converts `n` values (n a multiple of 32) of Q8_0 or Q4_0 blocks to F32,
+  // equal bit for bit to the reference dequantizers.
+  void (*q8_0_to_f32)(const void* x, float* y, int64_t n);
+  void (*q4_0_to_f32)(const void* x, float* y, int64_t n);
   // Converts `n` F32 values to F16 or BF16, rounding to nearest even (as
   // Fp32ToFp16 and Fp32ToBf16 do).
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
@@ -155,6 +166,12 @@ struct CpuKernels {
 
 // The kernels of `level`; the caller makes sure the CPU supports it.
 const CpuKernels& KernelsFor(SimdLevel level);
+
+// Converts `n` values of a row stored as `type` to F32: F16, BF16, Q8_0
+// and Q4_0 by the level's kernels, other types by the reference
+// conversion (RowToFloat). A quantized row is whole blocks.
+void RowToF32(const CpuKernels& kernels, Type type, const void* row, float* dst,
+              int64_t n);
 
 }  // namespace tessera
 

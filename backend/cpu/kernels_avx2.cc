@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/kernels.h"
@@ -159,9 +160,11 @@ struct FloatVec {
   static constexpr int kWidth = 8;
   static constexpr int kMaxAcc = 8;
   static V Zero() { return _mm256_setzero_ps(); }
+  static V Broadcast(float x) { return _mm256_set1_ps(x); }
   static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static float Sum(V v) { return HorizontalSum(v); }
   static V LoadF32(const float* p) { return _mm256_loadu_ps(p); }
+  static void StoreF32(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V LoadF16(const uint16_t* p) {
     return _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -174,6 +177,9 @@ struct FloatVec {
 };
 
 #include "backend/cpu/kernels_mat_vec_x86.inc"
+
+// Uses FloatVec and the readers of kernels_mat_vec_x86.inc.
+#include "backend/cpu/kernels_attn_x86.inc"
 
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
@@ -192,9 +198,11 @@ const CpuKernels kKernels = {
     .mat_vec_f32 = MatVec<F32Weights>,
     .mat_vec_f16 = MatVec<F16Weights>,
     .mat_vec_bf16 = MatVec<BF16Weights>,
-    .attn_block = AttnBlockGeneric,
+    .attn_block = AttnByTypes<AttnGrouped>,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
+    .q8_0_to_f32 = Q8_0ToF32Generic,
+    .q4_0_to_f32 = Q4_0ToF32Generic,
     .f32_to_f16 = F32ToF16,
     .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,

@@ -11,6 +11,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/kernels.h"
@@ -218,9 +219,11 @@ struct FloatVec {
   static constexpr int kWidth = 16;
   static constexpr int kMaxAcc = 16;
   static V Zero() { return _mm512_setzero_ps(); }
+  static V Broadcast(float x) { return _mm512_set1_ps(x); }
   static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static float Sum(V v) { return _mm512_reduce_add_ps(v); }
   static V LoadF32(const float* p) { return _mm512_loadu_ps(p); }
+  static void StoreF32(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V LoadF16(const uint16_t* p) {
     return _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -233,6 +236,9 @@ struct FloatVec {
 };
 
 #include "backend/cpu/kernels_mat_vec_x86.inc"
+
+// Uses FloatVec and the readers of kernels_mat_vec_x86.inc.
+#include "backend/cpu/kernels_attn_x86.inc"
 
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
@@ -251,9 +257,11 @@ const CpuKernels kKernels = {
     .mat_vec_f32 = MatVec<F32Weights>,
     .mat_vec_f16 = MatVec<F16Weights>,
     .mat_vec_bf16 = MatVec<BF16Weights>,
-    .attn_block = AttnBlockGeneric,
+    .attn_block = AttnByTypes<AttnGrouped>,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
+    .q8_0_to_f32 = Q8_0ToF32Generic,
+    .q4_0_to_f32 = Q4_0ToF32Generic,
     .f32_to_f16 = F32ToF16,
     .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/kernels.h"
@@ -165,17 +166,23 @@ void MulMatKQuant(const QuantMatMulArgs& a) {
 // Weight element readers of the float products.
 struct F32Weights {
   using T = float;
-  static float Get(T v) { return v; }
+  static float One(T v) { return v; }
 };
 struct F16Weights {
   using T = uint16_t;
-  static float Get(T v) { return Fp16ToFp32(v); }
+  static float One(T v) { return Fp16ToFp32(v); }
 };
 struct BF16Weights {
   using T = uint16_t;
-  static float Get(T v) {
+  static float One(T v) {
     return std::bit_cast<float>(static_cast<uint32_t>(v) << 16);
   }
+};
+
+struct Attn : AttnOneByOne {
+  using F32 = F32Weights;
+  using F16 = F16Weights;
+  using BF16 = BF16Weights;
 };
 
 template <typename W>
@@ -188,11 +195,11 @@ void MatVec(const FloatMatVecArgs& a) {
       float part[kLanes] = {};
       int64_t i = 0;
       for (; i + kLanes <= a.k; i += kLanes) {
-        for (int l = 0; l < kLanes; ++l) part[l] += W::Get(w[i + l]) * x[i + l];
+        for (int l = 0; l < kLanes; ++l) part[l] += W::One(w[i + l]) * x[i + l];
       }
       float sum = 0.0f;
       for (int l = 0; l < kLanes; ++l) sum += part[l];
-      for (; i < a.k; ++i) sum += W::Get(w[i]) * x[i];
+      for (; i < a.k; ++i) sum += W::One(w[i]) * x[i];
       a.dst[c * a.dst_col_stride + r] = sum;
     }
   }
@@ -212,9 +219,11 @@ const CpuKernels kKernels = {
     .mat_vec_f32 = MatVec<F32Weights>,
     .mat_vec_f16 = MatVec<F16Weights>,
     .mat_vec_bf16 = MatVec<BF16Weights>,
-    .attn_block = AttnBlockGeneric,
+    .attn_block = AttnByTypes<Attn>,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
+    .q8_0_to_f32 = Q8_0ToF32Generic,
+    .q4_0_to_f32 = Q4_0ToF32Generic,
     .f32_to_f16 = F32ToF16,
     .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,
