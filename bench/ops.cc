@@ -20,6 +20,7 @@
 #include "graph/ops.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -109,27 +110,30 @@ double CopyBandwidth(size_t bytes, int threads) {
   return 2.0 * static_cast<double>(part * threads) / seconds;
 }
 
-using U64x4 = uint64_t __attribute__((vector_size(32)));
-
-// Sum of n 32-byte vectors, four at a time in independent accumulators.
-__attribute__((target("avx2"))) uint64_t ReduceAvx2(const U64x4* p, size_t n) {
-  U64x4 a = {}, b = {}, c = {}, d = {};
+// Sum of n 32-byte vectors at p (any alignment), four at a time in
+// independent accumulators held in registers.
+__attribute__((target("avx2"))) uint64_t ReduceAvx2(const char* p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  const __m256i* v = reinterpret_cast<const __m256i*>(p);
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     // Prefetched as the mat-vec kernels prefetch their weights, which
     // reads faster than the hardware prefetchers alone: the limit must not
     // be the slower read.
-    const char* ahead = reinterpret_cast<const char*>(p + i) + kWeightPrefetchBytes;
+    const char* ahead = p + 32 * i + kWeightPrefetchBytes;
     __builtin_prefetch(ahead, 0, 1);
     __builtin_prefetch(ahead + 64, 0, 1);
-    a += p[i];
-    b += p[i + 1];
-    c += p[i + 2];
-    d += p[i + 3];
+    a = _mm256_add_epi64(a, _mm256_loadu_si256(v + i));
+    b = _mm256_add_epi64(b, _mm256_loadu_si256(v + i + 1));
+    c = _mm256_add_epi64(c, _mm256_loadu_si256(v + i + 2));
+    d = _mm256_add_epi64(d, _mm256_loadu_si256(v + i + 3));
   }
-  for (; i < n; ++i) a += p[i];
-  const U64x4 s = a + b + c + d;
-  return s[0] + s[1] + s[2] + s[3];
+  for (; i < n; ++i) a = _mm256_add_epi64(a, _mm256_loadu_si256(v + i));
+  const __m256i s =
+      _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+  uint64_t lanes[4];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), s);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
 uint64_t ReducePortable(const uint64_t* p, size_t n) {
@@ -141,21 +145,21 @@ uint64_t ReducePortable(const uint64_t* p, size_t n) {
 // Bytes per second of a SIMD read-reduce of `bytes` (a buffer already
 // touched) on `threads` threads, each summing its share.
 double ReadBandwidth(size_t bytes, int threads) {
-  const size_t vectors = bytes / sizeof(U64x4) / threads;
-  std::vector<U64x4> buffer(vectors * threads, U64x4{1, 2, 3, 4});
+  const size_t vectors = bytes / 32 / threads;
+  std::vector<uint64_t> buffer(vectors * threads * 4, 3);
   const bool avx2 = __builtin_cpu_supports("avx2");
   std::atomic<uint64_t> sink{0};
   const double seconds = TimePerCall(
       [&] {
         OnThreads(threads, [&](int t) {
-          const U64x4* part = buffer.data() + t * vectors;
-          sink += avx2 ? ReduceAvx2(part, vectors)
-                       : ReducePortable(reinterpret_cast<const uint64_t*>(part),
-                                        vectors * 4);
+          const uint64_t* part = buffer.data() + t * vectors * 4;
+          sink += avx2
+                      ? ReduceAvx2(reinterpret_cast<const char*>(part), vectors)
+                      : ReducePortable(part, vectors * 4);
         });
       },
       0.3);
-  return static_cast<double>(vectors * threads * sizeof(U64x4)) / seconds;
+  return static_cast<double>(vectors * threads * 32) / seconds;
 }
 
 // `iters` rounds of 12 independent FMA chains, each chain its own
