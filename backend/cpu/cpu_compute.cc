@@ -4,7 +4,7 @@
 
 #include "backend/cpu/cpu_copy.h"
 #include "backend/cpu/cpu_flash_attn.h"
-#include "backend/cpu/cpu_get_rows.h"
+#include "backend/cpu/cpu_indexed_rows.h"
 #include "backend/cpu/cpu_mul_mat.h"
 #include "backend/cpu/cpu_row_ops.h"
 #include "graph/reference.h"
@@ -53,6 +53,9 @@ absl::Status CpuComputeNode(Tensor& node, const CpuComputeContext& ctx) {
       break;
     case Op::kGetRows:
       done = TryGetRows(node, ctx);
+      break;
+    case Op::kSetRows:
+      done = TrySetRows(node, ctx);
       break;
     case Op::kUnary:
       done = TryUnary(node, ctx);

@@ -86,12 +86,12 @@ const char* At(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
 }
 
 // The block kernel's view of rows j0..j0+n-1 of K or V head (kh, kb):
-// F32, F16 and BF16 rows where they are; quantized rows dequantized into
-// `tile` first.
+// F32, F16 and BF16 rows where they are; rows of the other types
+// (quantized) dequantized into `tile` first.
 void Rows(const CpuKernels& kernels, const Tensor& t, int64_t j0, int64_t n,
           int64_t kh, int64_t kb, float* tile, const char*& rows,
           size_t& stride, Type& type) {
-  if (!Traits(t.type).is_quantized) {
+  if (t.type == Type::kF32 || t.type == Type::kF16 || t.type == Type::kBF16) {
     rows = At(t, j0, kh, kb);
     stride = t.nb[1];
     type = t.type;
@@ -147,7 +147,8 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
   }
   std::fill(acc, acc + nq * dv, 0.0f);
 
-  // 2. Key/value tiles: convert, add the masks' bias, run the block kernel.
+  // 2. Key/value tiles: in place or dequantized, the masks' bias, the block
+  //    kernel.
   AttnBlockArgs args;
   args.q = qs;
   args.nq = nq;

@@ -6,9 +6,10 @@
 // A unit of work is one key/value head of one batch with up to kMaxQueries
 // queries: the query heads that share that key/value head (GQA) times a
 // block of query rows, so each key and value tile is read once for all of
-// them. Units are split over the team; keys and values of any type
-// IsAttnKvType accepts (F16, BF16, Q8_0, Q4_0 besides F32) are converted a
-// tile at a time into per-thread scratch. Mask (F32 or F16, broadcast
+// them. Units are split over the team. Keys and values of any type
+// IsAttnKvType accepts: F32, F16 and BF16 rows are read where they are
+// (views with any row stride); Q8_0 and Q4_0 rows are dequantized a tile
+// at a time into per-thread scratch. Mask (F32 or F16, broadcast
 // over heads and batches), ALiBi slopes and softcap follow the reference
 // kernel.
 

@@ -177,6 +177,56 @@ TEST(CpuFlashAttnTest, AnExcludedValueRowCountsOnlyForTheQueriesThatSeeIt) {
   }
 }
 
+// Keys and values read in place from views of caches laid out as llama.cpp
+// keeps them (a row per position holding every KV head: nb[1] spans all
+// heads, nb[2] one head), with a head size (44) and key count (67) that
+// leave tails at every vector width, agree with the reference kernel.
+TEST(CpuFlashAttnTest, StridedCacheViewsMatchReferenceAtEveryLevel) {
+  constexpr int64_t kD = 44, kQ = 5, kKv = 67, kCtx = 80, kHeads = 6,
+                    kKvHeads = 2;
+  for (Type type : {Type::kF16, Type::kBF16, Type::kF32}) {
+    Context ctx;
+    const size_t size = Traits(type).type_size;
+    Tensor* q = ctx.NewTensor(Type::kF32, {kD, kQ, kHeads}).value();
+    Tensor* k_cache = ctx.NewTensor(type, {kD * kKvHeads, kCtx}).value();
+    Tensor* v_cache = ctx.NewTensor(type, {kD * kKvHeads, kCtx}).value();
+    Tensor* mask = ctx.NewTensor(Type::kF16, {kKv, kQ}).value();
+    const std::vector<size_t> nb = {kD * kKvHeads * size, kD * size};
+    Tensor* k = View(ctx, k_cache, {kD, kKv, kKvHeads}, nb, 0).value();
+    Tensor* v = View(ctx, v_cache, {kD, kKv, kKvHeads}, nb, 0).value();
+    Tensor* out = FlashAttnExt(ctx, q, k, v, mask, 0.15f, 0.0f, 0.0f).value();
+    Graph graph;
+    ASSERT_TRUE(graph.Expand(out).ok());
+    CpuDevice host({.name = "host", .n_threads = 1, .memory_limit = 0});
+    std::vector<Tensor*> all(graph.leafs().begin(), graph.leafs().end());
+    all.insert(all.end(), graph.nodes().begin(), graph.nodes().end());
+    std::unique_ptr<Buffer> buffer =
+        AllocTensors(host.buffer_type(), all).value();
+    uint32_t seed = 1;
+    for (Tensor* t : {q, k_cache, v_cache, mask}) {
+      std::vector<char> bytes(t->NumBytes());
+      RowFromFloat(t->type, Pattern(t->NumElements(), seed++).data(),
+                   bytes.data(), t->NumElements());
+      ASSERT_TRUE(testing::Write(*t, bytes.data()).ok());
+    }
+    ASSERT_GT(FlashAttnWorkSize(*out, 2), 0u);
+    ASSERT_TRUE(ReferenceCompute(*out).ok());
+    const std::vector<float> want = testing::Read(*out);
+    for (SimdLevel level : SupportedSimdLevels()) {
+      CpuDevice device({.name = "cpu",
+                        .n_threads = 2,
+                        .memory_limit = 0,
+                        .max_simd = level});
+      const std::vector<float> sevens(out->NumElements(), 7.0f);
+      ASSERT_TRUE(testing::Write(*out, sevens.data()).ok());
+      std::unique_ptr<Stream> stream = device.CreateStream().value();
+      ASSERT_TRUE(stream->Compute(graph).ok());
+      EXPECT_LT(testing::Nmse(testing::Read(*out), want), 1e-10)
+          << TypeName(type) << " " << SimdLevelName(level);
+    }
+  }
+}
+
 // Keys and values of every type FLASH_ATTN_EXT reads, alike and mixed (a
 // Q8_0 K beside an F16 V, as llama.cpp's -ctk q8_0 -ctv f16 keeps them):
 // the kernel takes them on its own path (FlashAttnWorkSize is not 0; the
@@ -184,7 +234,8 @@ TEST(CpuFlashAttnTest, AnExcludedValueRowCountsOnlyForTheQueriesThatSeeIt) {
 // with the reference kernel at every SIMD level. Both dequantize the same
 // bytes exactly, so only float arithmetic differs.
 TEST(CpuFlashAttnTest, EveryKvTypeRunsOnTheKernelAndMatchesReference) {
-  constexpr int64_t kD = 64, kQ = 3, kKv = 70, kHeads = 4, kKvHeads = 2;
+  // 768 outputs by 90 keys: enough work that two threads share it.
+  constexpr int64_t kD = 64, kQ = 3, kKv = 90, kHeads = 4, kKvHeads = 2;
   const Type types[] = {Type::kF32, Type::kF16, Type::kBF16, Type::kQ8_0,
                         Type::kQ4_0};
   for (Type kt : types) {

@@ -82,8 +82,8 @@ struct FloatMatVecArgs {
 // +dv):
 //   s_j = scale * dot(q_i, k_j), softcapped to softcap * tanh(s_j /
 //   softcap) when softcap != 0, plus bias[i * n + j] (bias may be null;
-//   -inf excludes key j for query i, and its value row is then not used
-//   for it: it may hold anything, NaN included);
+//   -inf excludes key j for query i: its key row and, for that query, its
+//   value row may hold anything, NaN included);
 //   m' = max(m[i], max_j s_j); acc, l *= e^(m[i] - m'); then acc += e^(s_j -
 //   m') v_j and l += e^(s_j - m') over j; m[i] = m'.
 // Rows start at -inf, 0 and zeros; the output is acc / l (0 where l is 0).
