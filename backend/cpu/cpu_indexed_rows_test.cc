@@ -72,6 +72,15 @@ int FastParts(bool (*fast)(Tensor&, const CpuComputeContext&), Tensor& node,
   return taken;
 }
 
+// Computes `graph` on a CPU device of two threads at `level`.
+absl::Status ComputeOnDevice(const Graph& graph, SimdLevel level) {
+  CpuDevice device(
+      {.name = "cpu", .n_threads = 2, .memory_limit = 0, .max_simd = level});
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
+                           device.CreateStream());
+  return stream->Compute(graph);
+}
+
 // GET_ROWS of a table of `type` [k, n_rows, 2, 2] by indices [n, 2, 2],
 // its tensors placed in host memory.
 struct Gather {
@@ -135,13 +144,8 @@ TEST(CpuIndexedRowsTest, GetRowsOfEveryTypeEqualTheReference) {
           << what << " at " << SimdLevelName(level);
       EXPECT_TRUE(g.Bytes(*g.out) == want)
           << what << " in parts at " << SimdLevelName(level);
-      CpuDevice device({.name = "cpu",
-                        .n_threads = 2,
-                        .memory_limit = 0,
-                        .max_simd = level});
       ASSERT_TRUE(g.Fill(idx).ok());
-      std::unique_ptr<Stream> stream = device.CreateStream().value();
-      ASSERT_TRUE(stream->Compute(g.graph).ok()) << what;
+      ASSERT_TRUE(ComputeOnDevice(g.graph, level).ok()) << what;
       EXPECT_TRUE(g.Bytes(*g.out) == want)
           << what << " at " << SimdLevelName(level);
     }
@@ -160,13 +164,8 @@ TEST(CpuIndexedRowsTest, GetRowsIndexOutOfRangeIsAnError) {
       for (SimdLevel level : SupportedSimdLevels()) {
         ASSERT_TRUE(g.Fill(idx).ok());
         EXPECT_EQ(FastParts(TryGetRows, *g.out, level), 0);
-        CpuDevice device({.name = "cpu",
-                          .n_threads = 2,
-                          .memory_limit = 0,
-                          .max_simd = level});
         ASSERT_TRUE(g.Fill(idx).ok());
-        std::unique_ptr<Stream> stream = device.CreateStream().value();
-        const absl::Status status = stream->Compute(g.graph);
+        const absl::Status status = ComputeOnDevice(g.graph, level);
         EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
             << status << " " << SimdLevelName(level);
         EXPECT_NE(status.message().find(absl::StrCat("row index ", bad)),
@@ -256,13 +255,8 @@ TEST(CpuIndexedRowsTest, SetRowsIntoEveryTypeEqualsTheReference) {
             << what << " " << SimdLevelName(level);
         EXPECT_TRUE(sc.Bytes() == want)
             << what << " in parts at " << SimdLevelName(level);
-        CpuDevice device({.name = "cpu",
-                          .n_threads = 2,
-                          .memory_limit = 0,
-                          .max_simd = level});
         ASSERT_TRUE(sc.Fill(indices).ok());
-        std::unique_ptr<Stream> stream = device.CreateStream().value();
-        ASSERT_TRUE(stream->Compute(sc.graph).ok()) << what;
+        ASSERT_TRUE(ComputeOnDevice(sc.graph, level).ok()) << what;
         EXPECT_TRUE(sc.Bytes() == want) << what << " " << SimdLevelName(level);
       }
     }
@@ -276,13 +270,8 @@ TEST(CpuIndexedRowsTest, SetRowsIndexOutOfRangeIsAnError) {
     std::vector<int64_t> indices = {4, 0, 10, 7, 2, 9, 1, 3, 8, 6};
     indices[7] = bad;
     for (SimdLevel level : SupportedSimdLevels()) {
-      CpuDevice device({.name = "cpu",
-                        .n_threads = 2,
-                        .memory_limit = 0,
-                        .max_simd = level});
       ASSERT_TRUE(sc.Fill(indices).ok());
-      std::unique_ptr<Stream> stream = device.CreateStream().value();
-      const absl::Status status = stream->Compute(sc.graph);
+      const absl::Status status = ComputeOnDevice(sc.graph, level);
       EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
       EXPECT_NE(status.message().find(absl::StrCat("row index ", bad)),
                 std::string::npos)
