@@ -81,25 +81,33 @@ absl::Status ComputeOnDevice(const Graph& graph, SimdLevel level) {
   return stream->Compute(graph);
 }
 
-// GET_ROWS of a table of `type` [k, n_rows, 2, 2] by indices [n, 2, 2],
-// its tensors placed in host memory.
-struct Gather {
+// A graph of one op whose tensors are placed in one host buffer.
+struct HostGraph {
   Context ctx;
-  Tensor* table = nullptr;
-  Tensor* idx = nullptr;
-  Tensor* out = nullptr;
   Graph graph;
   CpuDevice host{{.name = "host", .n_threads = 1, .memory_limit = 0}};
   std::unique_ptr<Buffer> buffer;
+
+  // Expands the graph of `out` and places its tensors.
+  void Place(Tensor* out) {
+    EXPECT_TRUE(graph.Expand(out).ok());
+    std::vector<Tensor*> all(graph.leafs().begin(), graph.leafs().end());
+    all.insert(all.end(), graph.nodes().begin(), graph.nodes().end());
+    buffer = AllocTensors(host.buffer_type(), all).value();
+  }
+};
+
+// GET_ROWS of a table of `type` [k, n_rows, 2, 2] by indices [n, 2, 2].
+struct Gather : HostGraph {
+  Tensor* table = nullptr;
+  Tensor* idx = nullptr;
+  Tensor* out = nullptr;
 
   Gather(Type type, int64_t k, int64_t n_rows, int64_t n) {
     table = ctx.NewTensor(type, {k, n_rows, 2, 2}).value();
     idx = ctx.NewTensor(Type::kI32, {n, 2, 2}).value();
     out = GetRows(ctx, table, idx).value();
-    EXPECT_TRUE(graph.Expand(out).ok());
-    std::vector<Tensor*> all(graph.leafs().begin(), graph.leafs().end());
-    all.insert(all.end(), graph.nodes().begin(), graph.nodes().end());
-    buffer = AllocTensors(host.buffer_type(), all).value();
+    Place(out);
   }
 
   // Clears the buffer, then writes the table's bytes and the indices.
@@ -178,27 +186,19 @@ TEST(CpuIndexedRowsTest, GetRowsIndexOutOfRangeIsAnError) {
 
 // SET_ROWS of F32 rows [k, 5, 2, 2] into a destination of `type`
 // [k, 11, 2, 2] at indices of `index_type` [5, 1, 2] (broadcast over
-// dimension 2, one set per index of dimension 3), its tensors placed in
-// host memory.
-struct Scatter {
-  Context ctx;
+// dimension 2, one set per index of dimension 3).
+struct Scatter : HostGraph {
   Tensor* dst = nullptr;
   Tensor* rows = nullptr;
   Tensor* idx = nullptr;
   Tensor* out = nullptr;
-  Graph graph;
-  CpuDevice host{{.name = "host", .n_threads = 1, .memory_limit = 0}};
-  std::unique_ptr<Buffer> buffer;
 
   Scatter(Type type, Type index_type, int64_t k) {
     dst = ctx.NewTensor(type, {k, 11, 2, 2}).value();
     rows = ctx.NewTensor(Type::kF32, {k, 5, 2, 2}).value();
     idx = ctx.NewTensor(index_type, {5, 1, 2}).value();
     out = SetRows(ctx, dst, rows, idx).value();
-    EXPECT_TRUE(graph.Expand(out).ok());
-    std::vector<Tensor*> all(graph.leafs().begin(), graph.leafs().end());
-    all.insert(all.end(), graph.nodes().begin(), graph.nodes().end());
-    buffer = AllocTensors(host.buffer_type(), all).value();
+    Place(out);
   }
 
   // Writes the destination's old bytes, the rows and the indices.
