@@ -366,15 +366,17 @@ absl::Status MemoryCase(CpuDevice& device, Stream& stream, const Limits& lim,
 }
 
 // FLASH_ATTN_EXT with ggml's shapes: 32 query heads over 8 K/V heads of
-// 128 in `kv_type`, 4096 cached positions, F16 mask. Decode (1 query) is
-// bound by reading K and V; prompt (512 queries) by the FMAs.
+// 128 in `kv_type`, kKv cached positions (ggml's 4096, whose F16 K and V
+// fit this machine's last-level cache, or more), F16 mask. Decode (1
+// query) is bound by reading K and V; prompt (512 queries) by the FMAs.
 absl::Status FlashAttnCase(CpuDevice& device, Stream& stream, const Limits& lim,
-                           std::string_view only, Type kv_type, int64_t n_q) {
+                           std::string_view only, Type kv_type, int64_t n_q,
+                           int64_t kKv = 4096) {
   const std::string name =
-      absl::StrFormat("FLASH_ATTN_EXT %s q=%d kv=4096 %s", TypeName(kv_type),
-                      n_q, n_q == 1 ? "decode" : "prompt");
+      absl::StrFormat("FLASH_ATTN_EXT %s q=%d kv=%d %s", TypeName(kv_type),
+                      n_q, kKv, n_q == 1 ? "decode" : "prompt");
   if (!Selected(name, only)) return absl::OkStatus();
-  constexpr int64_t kD = 128, kKv = 4096, kHeads = 32, kKvHeads = 8;
+  constexpr int64_t kD = 128, kHeads = 32, kKvHeads = 8;
   OneOp op;
   Tensor* k = nullptr;
   Tensor* v = nullptr;
@@ -499,6 +501,8 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
     TESSERA_RETURN_IF_ERROR(
         FlashAttnCase(device, *stream, lim, only, type, /*n_q=*/1));
   }
+  TESSERA_RETURN_IF_ERROR(FlashAttnCase(device, *stream, lim, only, Type::kF16,
+                                        /*n_q=*/1, /*kKv=*/16384));
   TESSERA_RETURN_IF_ERROR(
       FlashAttnCase(device, *stream, lim, only, Type::kF16, /*n_q=*/512));
   // Every row of the table gathered once (the indices are 0..511), so the
