@@ -55,10 +55,6 @@ MoveFn MoveFor(Type from, Type to) {
   return nullptr;
 }
 
-bool RowsContiguous(const Tensor& t) {
-  return t.nb[0] == Traits(t.type).type_size;
-}
-
 // Whether the bytes `a` and `b` span (first to last element) overlap.
 bool Overlap(const Tensor& a, const Tensor& b) {
   const char* a0 = static_cast<const char*>(a.data);
@@ -91,8 +87,8 @@ bool TryCopy(Tensor& node, const CpuComputeContext& ctx) {
          to + first / bs * Traits(node.type).type_size, n, node.type);
     return true;
   }
-  if (!SameShape(node, *src) || !RowsContiguous(node) ||
-      !RowsContiguous(*src)) {
+  if (!SameShape(node, *src) || !node.HasContiguousRows() ||
+      !src->HasContiguousRows()) {
     return false;
   }
   const WorkRange rows = WorkPart(node.NumRows(), ctx.ith, ctx.nth);

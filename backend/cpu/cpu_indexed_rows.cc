@@ -11,8 +11,7 @@ namespace tessera {
 namespace {
 
 bool RowsContiguous(const Tensor* t) {
-  return t != nullptr && t->data != nullptr &&
-         t->nb[0] == Traits(t->type).type_size;
+  return t != nullptr && t->data != nullptr && t->HasContiguousRows();
 }
 
 // The I32 or I64 index idx[i0, i1, i2].
