@@ -179,10 +179,42 @@ struct BF16Weights {
   }
 };
 
-struct Attn : AttnOneByOne {
+// The attention block one query at a time, with the readers KW and VW of
+// the key and value types (KW::One converts one value).
+struct Attn {
   using F32 = F32Weights;
   using F16 = F16Weights;
   using BF16 = BF16Weights;
+
+  template <typename KW, typename VW>
+  static void Run(const AttnBlockArgs& a) {
+    for (int64_t i = 0; i < a.nq; ++i) {
+      const float* q = a.q + i * a.d;
+      float* s = a.scores + i * a.n;
+      for (int64_t j = 0; j < a.n; ++j) {
+        const typename KW::T* k = AttnRow<KW>(a.k, a.k_stride, j);
+        float part[kLanes] = {};
+        int64_t t = 0;
+        for (; t + kLanes <= a.d; t += kLanes) {
+          for (int l = 0; l < kLanes; ++l) {
+            part[l] += q[t + l] * KW::One(k[t + l]);
+          }
+        }
+        float sum = 0.0f;
+        for (int l = 0; l < kLanes; ++l) sum += part[l];
+        for (; t < a.d; ++t) sum += q[t] * KW::One(k[t]);
+        s[j] = sum;
+      }
+      if (!AttnWeights(a, i, s)) continue;
+      float* acc = a.acc + i * a.dv;
+      for (int64_t j = 0; j < a.n; ++j) {
+        const float p = s[j];
+        if (p == 0.0f) continue;  // excluded, or too small to count
+        const typename VW::T* v = AttnRow<VW>(a.v, a.v_stride, j);
+        for (int64_t t = 0; t < a.dv; ++t) acc[t] += p * VW::One(v[t]);
+      }
+    }
+  }
 };
 
 template <typename W>
