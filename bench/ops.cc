@@ -456,8 +456,8 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
     absl::PrintF("sgemm m=4096 k=14336 n=%d: %.1f GFLOPS\n", n, flops / 1e9);
   }
   PrintHeader();
-  for (Type type :
-       {Type::kF32, Type::kF16, Type::kBF16, Type::kQ8_0, Type::kQ4_0}) {
+  for (Type type : {Type::kF32, Type::kF16, Type::kBF16, Type::kQ8_0,
+                    Type::kQ4_0, Type::kQ4_1, Type::kQ5_0, Type::kQ5_1}) {
     for (int64_t n : {1, 8, 512}) {
       TESSERA_RETURN_IF_ERROR(MulMatCase(device, *stream, lim, only, type, n));
     }

@@ -86,7 +86,7 @@ TEST(KQuantTest, TraitsMatchGgml) {
   EXPECT_EQ(RowSize(Type::kQ6_K, 512), 420u);
   EXPECT_TRUE(IsValidType(8));
   EXPECT_TRUE(IsValidType(9));  // I64
-  EXPECT_FALSE(IsValidType(10));
+  EXPECT_FALSE(IsValidType(kTypeCount));
 }
 
 TEST(KQuantTest, ScaleMinPackingMatchesHandWorkedBytes) {

@@ -25,8 +25,19 @@ bool InRange(int32_t value, int count) { return value >= 0 && value < count; }
 }  // namespace
 
 bool IsAttnKvType(Type type) {
-  return type == Type::kF32 || type == Type::kF16 || type == Type::kBF16 ||
-         type == Type::kQ8_0 || type == Type::kQ4_0;
+  switch (type) {
+    case Type::kF32:
+    case Type::kF16:
+    case Type::kBF16:
+    case Type::kQ8_0:
+    case Type::kQ4_0:
+    case Type::kQ4_1:
+    case Type::kQ5_0:
+    case Type::kQ5_1:
+      return true;
+    default:
+      return false;
+  }
 }
 
 bool OpHasTypes(const Tensor& node) {

@@ -15,11 +15,13 @@ namespace tessera {
 // NONE always have their types.
 bool OpHasTypes(const Tensor& node);
 
-// The types FLASH_ATTN_EXT reads keys and values in: F32, F16, BF16, Q8_0
-// and Q4_0, the KV cache types of llama.cpp's --cache-type-k/-v that tessera
-// has; kAttnKvTypeNames names them in messages.
+// The types FLASH_ATTN_EXT reads keys and values in: F32, F16, BF16, Q8_0,
+// Q4_0, Q4_1, Q5_0 and Q5_1, the KV cache types of llama.cpp's
+// --cache-type-k/-v that tessera has; kAttnKvTypeNames names them in
+// messages.
 bool IsAttnKvType(Type type);
-inline constexpr char kAttnKvTypeNames[] = "f32, f16, bf16, q8_0 or q4_0";
+inline constexpr char kAttnKvTypeNames[] =
+    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1";
 
 }  // namespace tessera
 

@@ -146,13 +146,13 @@ absl::StatusOr<Tensor*> Argsort(Context& ctx, Tensor* a, SortOrder order);
 
 // FLASH_ATTN_EXT: softmax(q k^T * scale + slope * mask) v, fused.
 // q F32 [d, n_q, h, b]; k [d, n_kv, h_kv, b] and v [d_v, n_kv, h_kv, b] of
-// any type IsAttnKvType takes (F32, F16, BF16, Q8_0, Q4_0; each independent,
-// rows of whole blocks) with h % h_kv == 0 (grouped-query attention); mask
-// optional F16 or F32 [n_kv, >= n_q, m2, m3] broadcast over heads/batches
-// like SOFT_MAX.
-// logit_softcap > 0 applies softcap * tanh(x / softcap) to the scaled
-// scores before the mask. Result F32 [d_v, h, n_q, b] (ggml's permuted
-// layout). op_params: [0] scale, [1] max_bias, [2] logit_softcap (f32).
+// any type IsAttnKvType takes (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1;
+// each independent, rows of whole blocks) with h % h_kv == 0 (grouped-query
+// attention); mask optional F16 or F32 [n_kv, >= n_q, m2, m3] broadcast over
+// heads/batches like SOFT_MAX. logit_softcap > 0 applies softcap * tanh(x /
+// softcap) to the scaled scores before the mask. Result F32 [d_v, h, n_q, b]
+// (ggml's permuted layout). op_params: [0] scale, [1] max_bias, [2]
+// logit_softcap (f32).
 absl::StatusOr<Tensor*> FlashAttnExt(Context& ctx, Tensor* q, Tensor* k,
                                      Tensor* v, Tensor* mask, float scale,
                                      float max_bias, float logit_softcap);

@@ -64,6 +64,9 @@ float LoadScalar(Type type, const void* p) {
     }
     case Type::kQ8_0:
     case Type::kQ4_0:
+    case Type::kQ4_1:
+    case Type::kQ5_0:
+    case Type::kQ5_1:
     case Type::kQ4_K:
     case Type::kQ5_K:
     case Type::kQ6_K:
@@ -114,6 +117,9 @@ void StoreScalar(Type type, float v, void* p) {
     }
     case Type::kQ8_0:
     case Type::kQ4_0:
+    case Type::kQ4_1:
+    case Type::kQ5_0:
+    case Type::kQ5_1:
     case Type::kQ4_K:
     case Type::kQ5_K:
     case Type::kQ6_K:

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "graph/block_quant.h"
 #include "graph/kquant.h"
 
 namespace tessera {
@@ -20,6 +21,9 @@ constexpr TypeTraits kTraits[kTypeCount] = {
     {"q5_K", kQK_K, sizeof(BlockQ5_K), true},
     {"q6_K", kQK_K, sizeof(BlockQ6_K), true},
     {"i64", 1, sizeof(int64_t), false},
+    {"q4_1", kQK5, sizeof(BlockQ4_1), true},
+    {"q5_0", kQK5, sizeof(BlockQ5_0), true},
+    {"q5_1", kQK5, sizeof(BlockQ5_1), true},
 };
 
 // Returned for out-of-range values so that describing a corrupt tensor never
@@ -242,6 +246,15 @@ void RowToFloat(Type type, const void* src, float* dst, int64_t n) {
     case Type::kQ6_K:
       DequantizeRowQ6_K(static_cast<const BlockQ6_K*>(src), dst, n);
       return;
+    case Type::kQ4_1:
+      DequantizeRowQ4_1(static_cast<const BlockQ4_1*>(src), dst, n);
+      return;
+    case Type::kQ5_0:
+      DequantizeRowQ5_0(static_cast<const BlockQ5_0*>(src), dst, n);
+      return;
+    case Type::kQ5_1:
+      DequantizeRowQ5_1(static_cast<const BlockQ5_1*>(src), dst, n);
+      return;
   }
 }
 
@@ -284,6 +297,15 @@ void RowFromFloat(Type type, const float* src, void* dst, int64_t n) {
       return;
     case Type::kQ6_K:
       QuantizeRowQ6_K(src, static_cast<BlockQ6_K*>(dst), n);
+      return;
+    case Type::kQ4_1:
+      QuantizeRowQ4_1(src, static_cast<BlockQ4_1*>(dst), n);
+      return;
+    case Type::kQ5_0:
+      QuantizeRowQ5_0(src, static_cast<BlockQ5_0*>(dst), n);
+      return;
+    case Type::kQ5_1:
+      QuantizeRowQ5_1(src, static_cast<BlockQ5_1*>(dst), n);
       return;
   }
 }

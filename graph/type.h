@@ -21,8 +21,12 @@ enum class Type : int32_t {
   kQ5_K = 7,  // block_q5_K: 176 bytes / 256
   kQ6_K = 8,  // block_q6_K: 210 bytes / 256
   kI64 = 9,   // row ids (GET_ROWS, SET_ROWS), as llama.cpp sends them
+  // ggml's other 32-value blocks (graph/block_quant.h):
+  kQ4_1 = 10,  // block_q4_1: fp16 scale and minimum + 16 bytes (20 / 32)
+  kQ5_0 = 11,  // block_q5_0: fp16 scale + 4 bytes of fifth bits + 16 (22)
+  kQ5_1 = 12,  // block_q5_1: fp16 scale and minimum + 4 + 16 (24 / 32)
 };
-inline constexpr int kTypeCount = 10;
+inline constexpr int kTypeCount = 13;
 
 struct TypeTraits {
   std::string_view name;
@@ -85,7 +89,8 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
 void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
 
 // Converts `n` contiguous values of `type` to float, or float to `type`
-// (the K-quants through graph/kquant.h).
+// (the K-quants through graph/kquant.h, Q4_1, Q5_0 and Q5_1 through
+// graph/block_quant.h).
 // For block types `n` must be a multiple of the block size.
 void RowToFloat(Type type, const void* src, float* dst, int64_t n);
 void RowFromFloat(Type type, const float* src, void* dst, int64_t n);

@@ -12,7 +12,7 @@ namespace {
 constexpr int64_t kQK_K = 256;
 
 // A new tessera Type needs its ggml id in the two mappings below.
-static_assert(kTypeCount == 10);
+static_assert(kTypeCount == 13);
 
 struct Entry {
   int32_t id;
@@ -103,6 +103,12 @@ absl::StatusOr<Type> TesseraTypeFromGgml(int32_t id) {
       return Type::kQ8_0;
     case kGgmlQ4_0:
       return Type::kQ4_0;
+    case kGgmlQ4_1:
+      return Type::kQ4_1;
+    case kGgmlQ5_0:
+      return Type::kQ5_0;
+    case kGgmlQ5_1:
+      return Type::kQ5_1;
     case kGgmlQ4_K:
       return Type::kQ4_K;
     case kGgmlQ5_K:
@@ -131,6 +137,12 @@ int32_t GgmlTypeFromTessera(Type type) {
       return kGgmlQ8_0;
     case Type::kQ4_0:
       return kGgmlQ4_0;
+    case Type::kQ4_1:
+      return kGgmlQ4_1;
+    case Type::kQ5_0:
+      return kGgmlQ5_0;
+    case Type::kQ5_1:
+      return kGgmlQ5_1;
     case Type::kQ4_K:
       return kGgmlQ4_K;
     case Type::kQ5_K:

@@ -23,6 +23,9 @@ namespace tessera {
 inline constexpr int32_t kGgmlF32 = 0;
 inline constexpr int32_t kGgmlF16 = 1;
 inline constexpr int32_t kGgmlQ4_0 = 2;
+inline constexpr int32_t kGgmlQ4_1 = 3;
+inline constexpr int32_t kGgmlQ5_0 = 6;
+inline constexpr int32_t kGgmlQ5_1 = 7;
 inline constexpr int32_t kGgmlQ8_0 = 8;
 inline constexpr int32_t kGgmlQ4_K = 12;
 inline constexpr int32_t kGgmlQ5_K = 13;

@@ -37,6 +37,9 @@ TEST(GgmlTypeTest, IdsAreGgmls) {
   EXPECT_EQ(GgmlTypeFromTessera(Type::kQ4_K), 12);
   EXPECT_EQ(GgmlTypeFromTessera(Type::kQ5_K), 13);
   EXPECT_EQ(GgmlTypeFromTessera(Type::kQ6_K), 14);
+  EXPECT_EQ(GgmlTypeFromTessera(Type::kQ4_1), 3);
+  EXPECT_EQ(GgmlTypeFromTessera(Type::kQ5_0), 6);
+  EXPECT_EQ(GgmlTypeFromTessera(Type::kQ5_1), 7);
   EXPECT_EQ(*TesseraTypeFromGgml(kGgmlQ4_K), Type::kQ4_K);
   EXPECT_EQ(*TesseraTypeFromGgml(kGgmlQ5_K), Type::kQ5_K);
   EXPECT_EQ(*TesseraTypeFromGgml(kGgmlQ6_K), Type::kQ6_K);

@@ -99,7 +99,7 @@ struct LlamaCache {
   std::vector<Tensor*> v;
 
   // Tensors without data in `ctx`. `type` is one FLASH_ATTN_EXT reads
-  // (graph/op_types.h: F32, F16, BF16, Q8_0, Q4_0). Errors:
+  // (graph/op_types.h: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1). Errors:
   // INVALID_ARGUMENT for n_ctx < 1, another type, or a quantized type whose
   // blocks do not divide the head size.
   static absl::StatusOr<LlamaCache> Make(const LlamaConfig& config,

@@ -56,6 +56,9 @@ Path PathFor(const Tensor& node) {
                                                           : Path::kNone;
     case Type::kQ8_0:
     case Type::kQ4_0:
+    case Type::kQ4_1:
+    case Type::kQ5_0:
+    case Type::kQ5_1:
     case Type::kQ4_K:
     case Type::kQ5_K:
     case Type::kQ6_K:
@@ -192,6 +195,12 @@ QuantMatMulFn QuantKernel(const CpuKernels& kernels, Type type) {
   switch (type) {
     case Type::kQ8_0:
       return kernels.mul_mat_q8_0;
+    case Type::kQ4_1:
+      return kernels.mul_mat_q4_1;
+    case Type::kQ5_0:
+      return kernels.mul_mat_q5_0;
+    case Type::kQ5_1:
+      return kernels.mul_mat_q5_1;
     case Type::kQ4_K:
       return kernels.mul_mat_q4_k;
     case Type::kQ5_K:

@@ -11,11 +11,12 @@
 //    parallelism).
 //  - F16 and BF16 src0 with more columns: bands of rows converted to F32
 //    in scratch memory, then sgemm.
-//  - Q8_0, Q4_0 and the K-quant (Q4_K, Q5_K, Q6_K) src0: src1 quantized to
-//    8 bits in scratch memory (all threads, then a barrier), one scale per
-//    32 values for Q8_0 and Q4_0 (ActRowBytes) and per 256 for the
-//    K-quants (KActRowBytes), then integer dot products of the level's
-//    kernels, split over src0 rows.
+//  - Quantized src0 (the 32-value blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and
+//    the K-quants Q4_K, Q5_K, Q6_K): src1 quantized to 8 bits in scratch
+//    memory (all threads, then a barrier), one scale per 32 values for the
+//    32-value blocks (ActRowBytes) and per 256 for the K-quants
+//    (KActRowBytes), then integer dot products of the level's kernels,
+//    split over src0 rows.
 
 #include <cstddef>
 

@@ -20,7 +20,8 @@ namespace tessera {
 // slower read.
 inline constexpr int64_t kWeightPrefetchBytes = 8192;
 
-// Activations quantized for the Q8_0 and Q4_0 products. A row of k floats
+// Activations quantized for the products of 32-value blocks (Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1). A row of k floats
 // (k a multiple of 32, nb = k / 32 blocks) becomes, in ActRowBytes(k) bytes:
 //   int8 q[k] | float d[nb] | float s[nb]
 // with x[i] ~= d[i / 32] * q[i] and s[b] = d[b] * (sum of block b's q).
@@ -40,8 +41,9 @@ inline size_t KActRowBytes(int64_t k) {
   return (bytes + 63) / 64 * 64;
 }
 
-// A product of quantized weights and quantized activation rows: Q8_0 or
-// Q4_0 rows of k values with ActRowBytes rows; Q4_K, Q5_K or Q6_K rows
+// A product of quantized weights and quantized activation rows: rows of
+// 32-value blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) of k values with
+// ActRowBytes rows; Q4_K, Q5_K or Q6_K rows
 // (k a multiple of 256) with KActRowBytes rows. For r < rows and c < cols,
 //   dst[c * dst_col_stride + r] = dot(weight row r, activation row c).
 struct QuantMatMulArgs {
@@ -122,6 +124,9 @@ struct CpuKernels {
   void (*quantize_act_k)(const float* x, char* row, int64_t k);
   void (*mul_mat_q8_0)(const QuantMatMulArgs& args);
   void (*mul_mat_q4_0)(const QuantMatMulArgs& args);
+  void (*mul_mat_q4_1)(const QuantMatMulArgs& args);
+  void (*mul_mat_q5_0)(const QuantMatMulArgs& args);
+  void (*mul_mat_q5_1)(const QuantMatMulArgs& args);
   // K-quant weights against K activation rows.
   void (*mul_mat_q4_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q5_k)(const QuantMatMulArgs& args);

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_levels.h"
+#include "graph/block_quant.h"
 #include "graph/kquant.h"
 #include "graph/type.h"
 
@@ -52,10 +53,12 @@ float HorizontalSum(__m256 v) {
 // Per weight type: Load gives a block's weights as bytes for maddubs and
 // Dot the 32-bit block sums against activations q, such that
 //   contribution = dw * (da * Dot - kOffset * s)
-// with s the activation block's d * sum(q).
+// with s the activation block's d * sum(q); types with a minimum m per
+// block (kHasMin) contribute dw * da * Dot + m * s instead.
 struct Q8 {
   using Block = BlockQ8_0;
   static constexpr float kOffset = 0.0f;
+  static constexpr bool kHasMin = false;
   struct W {
     __m256i abs;   // |w|
     __m256i sign;  // w (its sign is applied to the activations)
@@ -70,23 +73,75 @@ struct Q8 {
   }
 };
 
+// The 32 nibbles of 16 bytes: low nibbles (values 0-15), then high (16-31).
+__m256i Nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(raw, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+  return _mm256_set_m128i(hi, lo);
+}
+
+// Nibbles with the fifth bits of Q5 blocks: byte i gains 16 where bit i of
+// the 32-bit word at qh is set.
+__m256i FiveBitLevels(const uint8_t* qs, const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, sizeof(bits));
+  // Byte i of `spread` is byte i / 8 of the word; one bit of it per byte.
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                        0x0101010101010101, 0x0000000000000000));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_or_si256(Nibbles(qs),
+                         _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+}
+
+// Weights stored as unsigned levels (u = w / dw + kOffset, or (w - m) / dw).
+struct Levels {
+  __m256i u;
+};
+
+inline __m256i LevelDot(const Levels& w, __m256i q) {
+  const __m256i p = _mm256_maddubs_epi16(w.u, q);
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
 struct Q4 {
   using Block = BlockQ4_0;
   static constexpr float kOffset = 8.0f;
-  struct W {
-    __m256i nibbles;  // w + 8, in 0..15
-  };
-  static W Load(const Block& b) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(raw, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-    return {_mm256_set_m128i(hi, lo)};
-  }
-  static __m256i Dot(const W& w, __m256i q) {
-    const __m256i p = _mm256_maddubs_epi16(w.nibbles, q);
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-  }
+  static constexpr bool kHasMin = false;
+  using W = Levels;
+  static W Load(const Block& b) { return {Nibbles(b.qs)}; }
+  static __m256i Dot(const W& w, __m256i q) { return LevelDot(w, q); }
+};
+
+struct Q5 {
+  using Block = BlockQ5_0;
+  static constexpr float kOffset = 16.0f;
+  static constexpr bool kHasMin = false;
+  using W = Levels;
+  static W Load(const Block& b) { return {FiveBitLevels(b.qs, b.qh)}; }
+  static __m256i Dot(const W& w, __m256i q) { return LevelDot(w, q); }
+};
+
+struct Q4Min {
+  using Block = BlockQ4_1;
+  static constexpr float kOffset = 0.0f;
+  static constexpr bool kHasMin = true;
+  using W = Levels;
+  static W Load(const Block& b) { return {Nibbles(b.qs)}; }
+  static __m256i Dot(const W& w, __m256i q) { return LevelDot(w, q); }
+};
+
+struct Q5Min {
+  using Block = BlockQ5_1;
+  static constexpr float kOffset = 0.0f;
+  static constexpr bool kHasMin = true;
+  using W = Levels;
+  static W Load(const Block& b) { return {FiveBitLevels(b.qs, b.qh)}; }
+  static __m256i Dot(const W& w, __m256i q) { return LevelDot(w, q); }
 };
 
 template <typename T>
@@ -111,25 +166,33 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
     }
-    const __m256 offset = _mm256_set1_ps(T::kOffset / 8.0f);
+    // Each of the 8 lanes carries 1/8 of the block's offset or minimum term.
+    const __m256 offset =
+        _mm256_set1_ps(T::kHasMin ? 1.0f / 8.0f : T::kOffset / 8.0f);
     for (int64_t b = 0; b < nb; ++b) {
       typename T::W wv[R];
       __m256 dw[R];
+      __m256 mw[R];
       for (int r = 0; r < R; ++r) {
         PrefetchAhead(w[r] + b);
         wv[r] = T::Load(w[r][b]);
         dw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].d));
+        if constexpr (T::kHasMin) mw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].m));
       }
       for (int c = 0; c < C; ++c) {
         const __m256i qv =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[c] + 32 * b));
         const __m256 da = _mm256_broadcast_ss(d[c] + b);
-        // Each of the 8 lanes carries 1/8 of the block's offset term.
         const __m256 sa = _mm256_mul_ps(_mm256_broadcast_ss(d[c] + nb + b), offset);
         for (int r = 0; r < R; ++r) {
           const __m256 sum = _mm256_cvtepi32_ps(T::Dot(wv[r], qv));
-          acc[r][c] =
-              _mm256_fmadd_ps(_mm256_fmsub_ps(sum, da, sa), dw[r], acc[r][c]);
+          if constexpr (T::kHasMin) {
+            acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(sum, da), dw[r],
+                                        _mm256_fmadd_ps(sa, mw[r], acc[r][c]));
+          } else {
+            acc[r][c] =
+                _mm256_fmadd_ps(_mm256_fmsub_ps(sum, da, sa), dw[r], acc[r][c]);
+          }
         }
       }
     }
@@ -183,6 +246,13 @@ struct FloatVec {
 
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
+void MulMatQ5(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q5>, 2, 4>(a); }
+void MulMatQ4Min(const QuantMatMulArgs& a) {
+  RunTiles<QuantKernel<Q4Min>, 2, 4>(a);
+}
+void MulMatQ5Min(const QuantMatMulArgs& a) {
+  RunTiles<QuantKernel<Q5Min>, 2, 4>(a);
+}
 
 }  // namespace
 
@@ -192,6 +262,9 @@ const CpuKernels kKernels = {
     .quantize_act_k = QuantizeActKGeneric,
     .mul_mat_q8_0 = MulMatQ8,
     .mul_mat_q4_0 = MulMatQ4,
+    .mul_mat_q4_1 = MulMatQ4Min,
+    .mul_mat_q5_0 = MulMatQ5,
+    .mul_mat_q5_1 = MulMatQ5Min,
     .mul_mat_q4_k = MulMatQ4K,
     .mul_mat_q5_k = MulMatQ5K,
     .mul_mat_q6_k = MulMatQ6K,

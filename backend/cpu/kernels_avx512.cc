@@ -1,9 +1,10 @@
 // The AVX-512 kernels (SimdLevel::kAvx512), compiled with -mavx512f
-// -mavx512bw -mavx512vl -mavx512vnni (and the AVX2 flags). Q8_0 and Q4_0
-// products take two 32-value blocks per 512-bit register and use VNNI
-// dpbusd (u8 x s8 sums of four) for the integer dot products; an odd last
-// block goes through the 256-bit form. The K-quant products
-// (kernels_kquant_x86.inc) scale their 16-bit pair sums with VNNI vpdpwssd.
+// -mavx512bw -mavx512vl -mavx512vnni (and the AVX2 flags). The products of
+// 32-value blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) take two 32-value blocks per
+// 512-bit register and use VNNI dpbusd (u8 x s8 sums of four) for the integer
+// dot products; an odd last block goes through the 256-bit form. The K-quant
+// products (kernels_kquant_x86.inc) scale their 16-bit pair sums with VNNI
+// vpdpwssd.
 
 #include <immintrin.h>
 
@@ -16,6 +17,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_levels.h"
+#include "graph/block_quant.h"
 #include "graph/kquant.h"
 #include "graph/type.h"
 
@@ -70,12 +72,14 @@ __m256i WordHalves(int i, int j) {
                                  _mm256_set1_epi16(static_cast<int16_t>(j)));
 }
 
-// Per weight type: the unsigned bytes u of a block with w = u - kOffset,
-// for one block (Load1) and two consecutive blocks (Load2), and the two
-// blocks' scales as [d0 x 8, d1 x 8] (Scales2).
+// Per weight type: the unsigned bytes u of a block with w = u - kOffset
+// (or w = u + m / dw for types with a minimum m, kHasMin), for one block
+// (Load1) and two consecutive blocks (Load2), and the two blocks' scales as
+// [d0 x 8, d1 x 8] (Scales2) and minimums likewise (Mins2).
 struct Q8 {
   using Block = BlockQ8_0;
   static constexpr float kOffset = 128.0f;
+  static constexpr bool kHasMin = false;
   static __m256i Load1(const Block& b) {
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
     return _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
@@ -94,40 +98,102 @@ struct Q8 {
   }
 };
 
+// The 32 nibbles of 16 bytes: low nibbles (values 0-15), then high (16-31).
+__m256i Nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(raw, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
+  return _mm256_set_m128i(hi, lo);
+}
+
+// Nibbles of two blocks' 16 bytes each, as Nibbles(qs0) then Nibbles(qs1).
+__m512i Nibbles2(const uint8_t* qs0, const uint8_t* qs1) {
+  // 128-bit lanes [qs0, qs0, qs1, qs1], shifted by [0, 4, 0, 4] bits.
+  __m512i v = _mm512_broadcast_i32x4(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs0)));
+  v = _mm512_mask_broadcast_i32x4(
+      v, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs1)));
+  // 16-bit shifts: bits a shift moves between a word's bytes are masked.
+  const __m512i shift = _mm512_mask_blend_epi16(
+      0xFF00FF00, _mm512_setzero_si512(), _mm512_set1_epi16(4));
+  return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(0x0F));
+}
+
+// The 32-bit word of a Q5 block's fifth bits: bit i belongs to value i.
+uint32_t FifthBits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, sizeof(bits));
+  return bits;
+}
+
+// Nibbles (one block, or two) with 16 added where the fifth bit is set.
+__m256i FiveBitLevels(const uint8_t* qs, const uint8_t* qh) {
+  const __m256i u = Nibbles(qs);
+  return _mm256_mask_add_epi8(u, _cvtu32_mask32(FifthBits(qh)), u,
+                              _mm256_set1_epi8(16));
+}
+
+template <typename Block>
+__m512i FiveBitLevels2(const Block* b) {
+  const __m512i u = Nibbles2(b[0].qs, b[1].qs);
+  const uint64_t bits = FifthBits(b[0].qh) | uint64_t{FifthBits(b[1].qh)} << 32;
+  return _mm512_mask_add_epi8(u, _cvtu64_mask64(bits), u, _mm512_set1_epi8(16));
+}
+
+// [h0 x 8, h1 x 8] for the fp16 word `kWord` of two consecutive blocks of at
+// most 32 bytes each (h1 is word kWord + sizeof(Block) / 2 of the 32 bytes
+// at b[0]; the load stays inside the two blocks).
+template <int kWord, typename Block>
+__m512 HalfPair(const Block* b) {
+  static_assert(sizeof(Block) % 2 == 0 && kWord + sizeof(Block) / 2 < 16);
+  return _mm512_cvtph_ps(_mm256_permutexvar_epi16(
+      WordHalves(kWord, kWord + sizeof(Block) / 2),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[0]))));
+}
+
 struct Q4 {
   using Block = BlockQ4_0;
   static constexpr float kOffset = 8.0f;
-  static __m256i Load1(const Block& b) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(raw, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-    return _mm256_set_m128i(hi, lo);
-  }
-  static __m512i Load2(const Block* b) {
-    // 128-bit lanes [qs0, qs0, qs1, qs1], shifted by [0, 4, 0, 4] bits:
-    // the low nibbles (values 0-15) and high nibbles (16-31) of each block.
-    __m512i v = _mm512_broadcast_i32x4(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs)));
-    v = _mm512_mask_broadcast_i32x4(
-        v, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)));
-    // 16-bit shifts: bits a shift moves between a word's bytes are masked.
-    const __m512i shift = _mm512_mask_blend_epi16(
-        0xFF00FF00, _mm512_setzero_si512(), _mm512_set1_epi16(4));
-    return _mm512_and_si512(_mm512_srlv_epi16(v, shift),
-                            _mm512_set1_epi8(0x0F));
-  }
-  static __m512 Scales2(const Block* b) {
-    // d0 is word 0 and d1 word 9 of the two blocks' first 32 bytes.
-    return _mm512_cvtph_ps(_mm256_permutexvar_epi16(
-        WordHalves(0, 9),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&b[0]))));
-  }
+  static constexpr bool kHasMin = false;
+  static __m256i Load1(const Block& b) { return Nibbles(b.qs); }
+  static __m512i Load2(const Block* b) { return Nibbles2(b[0].qs, b[1].qs); }
+  static __m512 Scales2(const Block* b) { return HalfPair<0>(b); }
+};
+
+struct Q5 {
+  using Block = BlockQ5_0;
+  static constexpr float kOffset = 16.0f;
+  static constexpr bool kHasMin = false;
+  static __m256i Load1(const Block& b) { return FiveBitLevels(b.qs, b.qh); }
+  static __m512i Load2(const Block* b) { return FiveBitLevels2(b); }
+  static __m512 Scales2(const Block* b) { return HalfPair<0>(b); }
+};
+
+struct Q4Min {
+  using Block = BlockQ4_1;
+  static constexpr float kOffset = 0.0f;
+  static constexpr bool kHasMin = true;
+  static __m256i Load1(const Block& b) { return Nibbles(b.qs); }
+  static __m512i Load2(const Block* b) { return Nibbles2(b[0].qs, b[1].qs); }
+  static __m512 Scales2(const Block* b) { return HalfPair<0>(b); }
+  static __m512 Mins2(const Block* b) { return HalfPair<1>(b); }
+};
+
+struct Q5Min {
+  using Block = BlockQ5_1;
+  static constexpr float kOffset = 0.0f;
+  static constexpr bool kHasMin = true;
+  static __m256i Load1(const Block& b) { return FiveBitLevels(b.qs, b.qh); }
+  static __m512i Load2(const Block* b) { return FiveBitLevels2(b); }
+  static __m512 Scales2(const Block* b) { return HalfPair<0>(b); }
+  static __m512 Mins2(const Block* b) { return HalfPair<1>(b); }
 };
 
 // contribution of a block = dw * (da * dot(u, q) - kOffset * s), with s the
-// activation block's d * sum(q); each of a block's 8 lanes carries 1/8 of
-// the offset term.
+// activation block's d * sum(q), or dw * da * dot(u, q) + m * s with a
+// minimum; each of a block's 8 lanes carries 1/8 of the offset or minimum
+// term.
 template <typename T>
 struct QuantKernel : TileDispatch<QuantKernel<T>> {
   using Block = typename T::Block;
@@ -150,15 +216,18 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
     }
-    const __m512 offset = _mm512_set1_ps(T::kOffset / 8.0f);
+    const float term = T::kHasMin ? 1.0f / 8.0f : T::kOffset / 8.0f;
+    const __m512 offset = _mm512_set1_ps(term);
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
       __m512i u[R];
       __m512 dw[R];
+      __m512 mw[R];
       for (int r = 0; r < R; ++r) {
         PrefetchAhead(w[r] + b);
         u[r] = T::Load2(w[r] + b);
         dw[r] = T::Scales2(w[r] + b);
+        if constexpr (T::kHasMin) mw[r] = T::Mins2(w[r] + b);
       }
       for (int c = 0; c < C; ++c) {
         const __m512i qv = _mm512_loadu_si512(q[c] + 32 * b);
@@ -167,8 +236,13 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
         for (int r = 0; r < R; ++r) {
           const __m512 sum = _mm512_cvtepi32_ps(
               _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[r], qv));
-          acc[r][c] =
-              _mm512_fmadd_ps(_mm512_fmsub_ps(sum, da, sa), dw[r], acc[r][c]);
+          if constexpr (T::kHasMin) {
+            acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(sum, da), dw[r],
+                                        _mm512_fmadd_ps(sa, mw[r], acc[r][c]));
+          } else {
+            acc[r][c] =
+                _mm512_fmadd_ps(_mm512_fmsub_ps(sum, da, sa), dw[r], acc[r][c]);
+          }
         }
       }
     }
@@ -177,7 +251,6 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
       for (int c = 0; c < C; ++c) tail[r][c] = _mm256_setzero_ps();
     }
     if (b < nb) {
-      const __m256 offset8 = _mm256_set1_ps(T::kOffset / 8.0f);
       for (int r = 0; r < R; ++r) {
         const __m256i u = T::Load1(w[r][b]);
         const __m256 dw = _mm256_set1_ps(_cvtsh_ss(w[r][b].d));
@@ -186,9 +259,15 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[c] + 32 * b));
           const __m256 sum = _mm256_cvtepi32_ps(
               _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, qv));
-          const __m256 sa = _mm256_mul_ps(_mm256_set1_ps(d[c][nb + b]), offset8);
-          tail[r][c] = _mm256_mul_ps(
-              _mm256_fmsub_ps(sum, _mm256_set1_ps(d[c][b]), sa), dw);
+          const __m256 da = _mm256_set1_ps(d[c][b]);
+          const __m256 sa = _mm256_set1_ps(d[c][nb + b] * term);
+          if constexpr (T::kHasMin) {
+            tail[r][c] = _mm256_fmadd_ps(
+                _mm256_mul_ps(sum, da), dw,
+                _mm256_mul_ps(sa, _mm256_set1_ps(_cvtsh_ss(w[r][b].m))));
+          } else {
+            tail[r][c] = _mm256_mul_ps(_mm256_fmsub_ps(sum, da, sa), dw);
+          }
         }
       }
     }
@@ -242,6 +321,13 @@ struct FloatVec {
 
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
+void MulMatQ5(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q5>, 2, 4>(a); }
+void MulMatQ4Min(const QuantMatMulArgs& a) {
+  RunTiles<QuantKernel<Q4Min>, 2, 4>(a);
+}
+void MulMatQ5Min(const QuantMatMulArgs& a) {
+  RunTiles<QuantKernel<Q5Min>, 2, 4>(a);
+}
 
 }  // namespace
 
@@ -251,6 +337,9 @@ const CpuKernels kKernels = {
     .quantize_act_k = QuantizeActKGeneric,
     .mul_mat_q8_0 = MulMatQ8,
     .mul_mat_q4_0 = MulMatQ4,
+    .mul_mat_q4_1 = MulMatQ4Min,
+    .mul_mat_q5_0 = MulMatQ5,
+    .mul_mat_q5_1 = MulMatQ5Min,
     .mul_mat_q4_k = MulMatQ4K,
     .mul_mat_q5_k = MulMatQ5K,
     .mul_mat_q6_k = MulMatQ6K,

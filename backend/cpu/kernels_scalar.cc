@@ -9,6 +9,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_levels.h"
+#include "graph/block_quant.h"
 #include "graph/kquant.h"
 #include "graph/type.h"
 
@@ -25,26 +26,55 @@ void F32ToF16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = Fp32ToFp16(x[i]);
 }
 
-// Integer dot product of one weight block (values w) and one activation
-// block, scaled: the block's contribution to the row dot product.
+// Integer dot product of one weight block and one activation block (levels
+// q, scale d, s = d * sum(q)), scaled: the block's contribution to the row
+// dot product.
 template <typename Block>
-float BlockDot(const Block& blk, const int8_t* q, float d);
+float BlockDot(const Block& blk, const int8_t* q, float d, float s);
 
 template <>
-float BlockDot(const BlockQ8_0& blk, const int8_t* q, float d) {
+float BlockDot(const BlockQ8_0& blk, const int8_t* q, float d, float) {
   int sum = 0;
   for (int i = 0; i < 32; ++i) sum += blk.qs[i] * q[i];
   return Fp16ToFp32(blk.d) * d * static_cast<float>(sum);
 }
 
-template <>
-float BlockDot(const BlockQ4_0& blk, const int8_t* q, float d) {
+// The integer dot product of 32 levels less `offset` and an activation
+// block.
+int LevelDot(const uint8_t* levels, int offset, const int8_t* q) {
   int sum = 0;
-  for (int i = 0; i < 16; ++i) {
-    sum += ((blk.qs[i] & 0x0F) - 8) * q[i];
-    sum += ((blk.qs[i] >> 4) - 8) * q[i + 16];
-  }
-  return Fp16ToFp32(blk.d) * d * static_cast<float>(sum);
+  for (int i = 0; i < 32; ++i) sum += (levels[i] - offset) * q[i];
+  return sum;
+}
+
+template <>
+float BlockDot(const BlockQ4_0& blk, const int8_t* q, float d, float) {
+  uint8_t levels[32];
+  UnpackBlockLevels(blk.qs, nullptr, levels);
+  return Fp16ToFp32(blk.d) * d * static_cast<float>(LevelDot(levels, 8, q));
+}
+
+template <>
+float BlockDot(const BlockQ5_0& blk, const int8_t* q, float d, float) {
+  uint8_t levels[32];
+  UnpackBlockLevels(blk.qs, blk.qh, levels);
+  return Fp16ToFp32(blk.d) * d * static_cast<float>(LevelDot(levels, 16, q));
+}
+
+template <>
+float BlockDot(const BlockQ4_1& blk, const int8_t* q, float d, float s) {
+  uint8_t levels[32];
+  UnpackBlockLevels(blk.qs, nullptr, levels);
+  return Fp16ToFp32(blk.d) * d * static_cast<float>(LevelDot(levels, 0, q)) +
+         Fp16ToFp32(blk.m) * s;
+}
+
+template <>
+float BlockDot(const BlockQ5_1& blk, const int8_t* q, float d, float s) {
+  uint8_t levels[32];
+  UnpackBlockLevels(blk.qs, blk.qh, levels);
+  return Fp16ToFp32(blk.d) * d * static_cast<float>(LevelDot(levels, 0, q)) +
+         Fp16ToFp32(blk.m) * s;
 }
 
 template <typename Block>
@@ -57,7 +87,9 @@ void MulMatQuant(const QuantMatMulArgs& a) {
     for (int64_t r = 0; r < a.rows; ++r) {
       const Block* w = reinterpret_cast<const Block*>(a.w + r * a.w_row_bytes);
       float sum = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) sum += BlockDot(w[b], q + 32 * b, d[b]);
+      for (int64_t b = 0; b < nb; ++b) {
+        sum += BlockDot(w[b], q + 32 * b, d[b], d[nb + b]);
+      }
       a.dst[c * a.dst_col_stride + r] = sum;
     }
   }
@@ -245,6 +277,9 @@ const CpuKernels kKernels = {
     .quantize_act_k = QuantizeActKGeneric,
     .mul_mat_q8_0 = MulMatQuant<BlockQ8_0>,
     .mul_mat_q4_0 = MulMatQuant<BlockQ4_0>,
+    .mul_mat_q4_1 = MulMatQuant<BlockQ4_1>,
+    .mul_mat_q5_0 = MulMatQuant<BlockQ5_0>,
+    .mul_mat_q5_1 = MulMatQuant<BlockQ5_1>,
     .mul_mat_q4_k = MulMatKQuant<BlockQ4_K>,
     .mul_mat_q5_k = MulMatKQuant<BlockQ5_K>,
     .mul_mat_q6_k = MulMatKQuant<BlockQ6_K>,

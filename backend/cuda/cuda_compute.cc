@@ -43,6 +43,12 @@ bool WritesKQuant(const Tensor& node) {
   return !IsViewOp(node.op) && IsKQuant(node.type);
 }
 
+// Whether the CUDA kernels read and write `type`: all but ggml's blocks with
+// an offset or a fifth bit (Q4_1, Q5_0, Q5_1), which run on the CPU.
+bool HasType(Type type) {
+  return type != Type::kQ4_1 && type != Type::kQ5_0 && type != Type::kQ5_1;
+}
+
 // Every dimension and the row count below 2^31.
 bool FitsIndices(const Tensor& t) {
   int64_t rows = 1;
@@ -200,9 +206,14 @@ cuda_kernels::KTensor ToKTensor(const Tensor& t) {
 
 bool CudaSupportsNode(const Tensor& node) {
   if (!OpHasTypes(node) || !WithinKernelLimits(node)) return false;
-  if (!FitsIndices(node) || WritesKQuant(node)) return false;
+  if (!FitsIndices(node) || WritesKQuant(node) || !HasType(node.type)) {
+    return false;
+  }
   for (const Tensor* src : node.src) {
-    if (src != nullptr && (!Valid(src) || !FitsIndices(*src))) return false;
+    if (src != nullptr &&
+        (!Valid(src) || !FitsIndices(*src) || !HasType(src->type))) {
+      return false;
+    }
   }
   return node.op != Op::kMulMat || MulMatSupported(node);
 }

@@ -69,6 +69,9 @@ Plan MakePlan(const Tensor& node) {
     case Type::kF32:
     case Type::kI32:
     case Type::kI64:
+    case Type::kQ4_1:  // not a CUDA type (CudaSupportsNode)
+    case Type::kQ5_0:
+    case Type::kQ5_1:
       break;
   }
   const int64_t k = a.ne[0];

@@ -27,6 +27,9 @@ from .types import Op, Type
 MAX_DIMS = 4
 MAX_SRC = 10
 MAX_OP_PARAMS = 16
+# The types FLASH_ATTN_EXT reads keys and values in (graph/op_types.h).
+_ATTN_KV_TYPES = (Type.F32, Type.F16, Type.BF16, Type.Q8_0, Type.Q4_0,
+                  Type.Q4_1, Type.Q5_0, Type.Q5_1)
 
 
 class GraphError(ValueError):
@@ -656,10 +659,9 @@ class Graph:
         if q.type != Type.F32:
             raise _error(op, "q must be f32")
         for what, t in (("k", k), ("v", v)):
-            if t.type not in (Type.F32, Type.F16, Type.BF16, Type.Q8_0,
-                              Type.Q4_0):
-                raise _error(op, what,
-                             " must be f32, f16, bf16, q8_0 or q4_0")
+            if t.type not in _ATTN_KV_TYPES:
+                raise _error(op, what, " must be f32, f16, bf16, q8_0, q4_0,"
+                             " q4_1, q5_0 or q5_1")
         if k.ne[0] != q.ne[0]:
             raise _error(op, "k ", k.ne, " and q ", q.ne,
                          " differ in head size ne[0]")

@@ -29,6 +29,9 @@ double NmseForType(Type type) {
     case Type::kQ8_0:
       return kNmseQ8_0Out;
     case Type::kQ4_0:
+    case Type::kQ4_1:
+    case Type::kQ5_0:
+    case Type::kQ5_1:
       return kNmseQ4_0Out;
     case Type::kQ4_K:
     case Type::kQ5_K:
@@ -64,6 +67,9 @@ constexpr Type kI32 = Type::kI32;
 constexpr Type kI64 = Type::kI64;
 constexpr Type kQ8_0 = Type::kQ8_0;
 constexpr Type kQ4_0 = Type::kQ4_0;
+constexpr Type kQ4_1 = Type::kQ4_1;
+constexpr Type kQ5_0 = Type::kQ5_0;
+constexpr Type kQ5_1 = Type::kQ5_1;
 constexpr Type kQ4_K = Type::kQ4_K;
 constexpr Type kQ5_K = Type::kQ5_K;
 constexpr Type kQ6_K = Type::kQ6_K;
@@ -195,7 +201,7 @@ void AddCopyCases(CaseList& cases) {
       }
     }
   }
-  for (Type t : {kQ8_0, kQ4_0}) {
+  for (Type t : {kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1}) {
     for (Layout l : {kC, kP, kS}) {
       const Shape ne = {64, 3, 5, 2};
       cases.Add("DUP " + Operand(t, ne, l), kNmseF32, WithInput(t, ne, l, Dup));
@@ -294,7 +300,8 @@ void AddCpyCases(CaseList& cases) {
       {kF32, kF32},  {kF32, kF16},  {kF32, kBF16},  {kF32, kQ8_0},
       {kF32, kQ4_0}, {kF16, kF32},  {kF16, kF16},   {kF16, kBF16},
       {kBF16, kF32}, {kBF16, kF16}, {kBF16, kBF16}, {kQ8_0, kF32},
-      {kQ4_0, kF32},
+      {kQ4_0, kF32}, {kF32, kQ4_1}, {kF32, kQ5_0},  {kF32, kQ5_1},
+      {kQ4_1, kF32}, {kQ5_0, kF32}, {kQ5_1, kF32},
   };
   for (const Pair& p : pairs) {
     const bool quantized =
@@ -651,7 +658,7 @@ void AddMulMatCases(CaseList& cases) {
       {45, 13, 6, {1, 1}, {1, 1}, kC, kC, true},
       {160, 3, 7, {1, 1}, {1, 1}, kC, kP, false},
   };
-  for (Type t : {kF32, kF16, kBF16, kQ8_0, kQ4_0}) {
+  for (Type t : {kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1}) {
     const double nmse =
         Traits(t).is_quantized ? kNmseMulMatQuantized : NmseForType(t);
     for (const Variant& v : variants) {
@@ -678,7 +685,7 @@ void AddRowIndexCases(CaseList& cases) {
   };
   const GetVariant block_gets[] = {{{64, 10, 2, 1}, 4, kC},
                                    {{32, 6, 1, 1}, 6, kS}};
-  for (Type t : {kF32, kF16, kBF16, kI32, kQ8_0, kQ4_0}) {
+  for (Type t : {kF32, kF16, kBF16, kI32, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1}) {
     const bool block = Traits(t).is_quantized;
     for (const GetVariant& v : block ? absl::MakeConstSpan(block_gets)
                                      : absl::MakeConstSpan(scalar_gets)) {
@@ -700,7 +707,7 @@ void AddRowIndexCases(CaseList& cases) {
       {{64, 6, 3, 1}, 6, 3, 1, kP},  {{7, 10, 2, 3}, 4, 2, 3, kC},
       {{1, 5, 1, 1}, 5, 1, 1, kC},   {{7, 10, 1, 1}, 0, 1, 1, kC},
   };
-  for (Type t : {kF32, kF16, kBF16, kQ8_0, kQ4_0}) {
+  for (Type t : {kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1}) {
     for (const SetVariant& v : sets) {
       if (Traits(t).is_quantized && v.a[0] % 32 != 0) continue;
       const Shape nb = {v.a[0], v.n, v.a[2], v.a[3]};
@@ -843,7 +850,7 @@ void AddConcatCases(CaseList& cases) {
 }
 
 // FLASH_ATTN_EXT with K and V of every type it reads (F32, F16, BF16, and
-// Q8_0 and Q4_0 where the head sizes are whole blocks), alike and mixed,
+// the 32-value blocks where the head sizes are whole blocks), alike and mixed,
 // masks, GQA, softcap and ALiBi.
 void AddFlashAttnCases(CaseList& cases) {
   struct Variant {
@@ -870,8 +877,9 @@ void AddFlashAttnCases(CaseList& cases) {
   };
   // K and V alike, and apart as llama.cpp's -ctk and -ctv may set them.
   const std::pair<Type, Type> kinds[] = {
-      {kF16, kF16},   {kF32, kF32},  {kBF16, kBF16}, {kQ8_0, kQ8_0},
-      {kQ4_0, kQ4_0}, {kQ8_0, kF16}, {kF16, kQ4_0},  {kBF16, kQ8_0}};
+      {kF16, kF16},   {kF32, kF32},   {kBF16, kBF16}, {kQ8_0, kQ8_0},
+      {kQ4_0, kQ4_0}, {kQ8_0, kF16},  {kF16, kQ4_0},  {kBF16, kQ8_0},
+      {kQ5_0, kQ5_0}, {kQ4_1, kQ4_1}, {kQ5_1, kF16}};
   for (const auto& [kt, vt] : kinds) {
     const int64_t block =
         std::max(Traits(kt).block_size, Traits(vt).block_size);

@@ -31,7 +31,8 @@ namespace tessera::conformance {
 //  - kNmseTranscendental: F32 GELU and GeGLU, which devices commonly compute
 //    from an F16 lookup table as ggml's CPU backend does.
 //  - kNmseQ8_0Out, kNmseQ4_0Out: a Q8_0 or Q4_0 output (CPY, SET_ROWS),
-//    compared dequantized. Devices use the same quantizer, so only values on
+//    compared dequantized (Q4_1, Q5_0 and Q5_1, whose steps are no larger,
+//    use kNmseQ4_0Out). Devices use the same quantizer, so only values on
 //    a rounding boundary may differ, by one step (about 6e-5 for Q8_0 and
 //    1.6e-2 for Q4_0 in squared error); the bounds allow a few such steps in
 //    a case of a few hundred values. Dequantizing (CPY to F32, GET_ROWS,
@@ -39,9 +40,9 @@ namespace tessera::conformance {
 //  - kNmseKQuantOut: a Q4_K, Q5_K or Q6_K output (CPY), compared
 //    dequantized; as for Q4_0, a few values on a rounding boundary may
 //    differ by one step.
-//  - kNmseMulMatQuantized: MUL_MAT with a quantized src0 (Q8_0, Q4_0 or a
-//    K-quant). Devices quantize src1 to 8 bits for the dot products, one
-//    scale per 32 values (Q8_0, Q4_0) or 256 (K-quants), as ggml does,
+//  - kNmseMulMatQuantized: MUL_MAT with a quantized src0 (a 32-value block
+//    type or a K-quant). Devices quantize src1 to 8 bits for the dot
+//    products, one scale per 32 values or 256 (K-quants), as ggml does,
 //    which costs about 1e-5 to 3e-5; ggml's own MUL_MAT bound is 5e-4.
 //  - kNmseFlashAttnF32, kNmseFlashAttnF16: FLASH_ATTN_EXT with F32 K/V, or
 //    with K/V of another type (F16, BF16, Q8_0, Q4_0). With those devices

@@ -210,7 +210,9 @@ TEST(CliTest, RunKeepsTheKvCacheInTheTypeAsked) {
   }
   const CommandRun k_quant = with({"--cache_type=q4_K"});
   EXPECT_EQ(k_quant.exit_code, 1);
-  EXPECT_TRUE(Has(k_quant, "cache type must be f32, f16, bf16, q8_0 or q4_0"))
+  EXPECT_TRUE(Has(k_quant,
+                  "cache type must be f32, f16, bf16, q8_0, q4_0, q4_1, "
+                  "q5_0 or q5_1"))
       << k_quant.output;
   const CommandRun unknown = with({"--cache_type=int3"});
   EXPECT_EQ(unknown.exit_code, 1);
