@@ -18,7 +18,8 @@
 // (the largest error relative to the row's largest logit); the test bounds
 // its maximum over the 48 rows.
 //  - F32 weights: 1e-4, and every greedy token equal.
-//  - Q8_0 and Q4_0 matrices: the reference runs on the dequantized weights,
+//  - Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices: the reference runs on the
+//    dequantized weights (its own dequantizers),
 //    so the difference is ggml's rounding of the activations to Q8_0 blocks
 //    in quantized products: each value moves by at most d/2 = amax/254 of
 //    its 32-value block, an RMS error of amax/(254 sqrt 3) ~ 0.5% of the
@@ -34,11 +35,11 @@
 //    weights round activations per 256 values, as ggml's Q8_K does, whose
 //    largest value is ~3 RMS rather than ~2.3: 1.3x the error per product
 //    of the above (~2% RMS), bound 5e-2 as well; measured 2.1-2.6e-2.
-//  - Q8_0 and Q4_0 KV caches (F32 weights, 128 wide so that a head is one
-//    32-value block): the reference passes K and V through the same
-//    quantizers in float32, so what remains is float32 against float64
+//  - Q8_0, Q4_0, Q5_0 and Q5_1 KV caches (F32 weights, 128 wide so that a
+//    head is one 32-value block): the reference passes K and V through the
+//    same quantizers in float32, so what remains is float32 against float64
 //    arithmetic and the rare value that this moves across a rounding
-//    boundary of the quantizer (one level, 1/127 or 1/8 of its block's
+//    boundary of the quantizer (one level, at most 1/8 of its block's
 //    largest value, in one of a few hundred keys): bound 1e-3, and every
 //    greedy token equal.
 
@@ -359,13 +360,20 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"f32", kGgmlF32, kGgmlF32, 64, 96, 1e-4, true},
         Variant{"q8_0", kGgmlQ8_0, kGgmlQ8_0, 64, 96, 5e-2, false},
         Variant{"q4_0", kGgmlQ4_0, kGgmlQ4_0, 64, 96, 5e-2, false},
+        // Q5_0 matrices with Q5_1 where Q4_K_M keeps Q6_K, and Q4_1 ones.
+        Variant{"q5_0", kGgmlQ5_0, kGgmlQ5_1, 64, 96, 5e-2, false},
+        Variant{"q4_1", kGgmlQ4_1, kGgmlQ4_1, 64, 96, 5e-2, false},
         Variant{"q4_k_m", kGgmlQ4_K, kGgmlQ6_K, 512, 512, 5e-2, false},
-        // KV caches of Q8_0 and Q4_0 (heads of 32 values, one block):
+        // Quantized KV caches (heads of 32 values, one block):
         // the reference stores K and V through the same quantizers.
         Variant{"f32_q8_0_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
                 Type::kQ8_0},
         Variant{"f32_q4_0_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
-                Type::kQ4_0}),
+                Type::kQ4_0},
+        Variant{"f32_q5_0_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
+                Type::kQ5_0},
+        Variant{"f32_q5_1_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
+                Type::kQ5_1}),
     [](const ::testing::TestParamInfo<Variant>& info) {
       return std::string(info.param.name);
     });

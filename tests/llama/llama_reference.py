@@ -11,12 +11,13 @@ RoPE follows Hugging Face's LLaMA (rotate_half pairs (i, i + d/2)) on Q/K
 weights un-permuted from the GGUF layout: llama.cpp's converter permutes
 them so that its NORMAL mode (pairs (2i, 2i+1)) computes the same thing.
 
-With CACHE q8_0 or q4_0, K (after RoPE) and V pass through that type on
+With CACHE q8_0, q4_0, q4_1, q5_0 or q5_1, K (after RoPE) and V pass through that type on
 their way to attention, as tessera's KV cache stores them (SET_ROWS with
 ggml's reference quantizers, in float32) and FLASH_ATTN_EXT reads them.
 
 Usage: llama_reference.py MODEL.gguf TOKENS(comma-separated) N_DECODE OUT
-                          [CACHE: f32 (default), q8_0 or q4_0]
+                          [CACHE: f32 (default), q8_0, q4_0, q4_1, q5_0
+                           or q5_1]
 """
 import struct
 import sys
@@ -75,6 +76,25 @@ def dequantize(ggml_type, raw, count):
         qs = blocks[:, 2:]
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float64)
         return (d * (q - 8.0)).reshape(-1)
+    if ggml_type in (3, 6, 7):  # Q4_1, Q5_0, Q5_1: blocks of 32
+        # Q4_1: fp16 d, fp16 m, 16 bytes; Q5_0: fp16 d, 4 bytes of fifth
+        # bits, 16 bytes; Q5_1: fp16 d, fp16 m, 4 + 16 bytes. Value j < 16
+        # is the low nibble of byte j, value j + 16 its high nibble; bit i
+        # of the little-endian fifth-bit word is value i's bit 4.
+        size = {3: 20, 6: 22, 7: 24}[ggml_type]
+        blocks = np.frombuffer(raw, dtype=np.uint8,
+                               count=count // 32 * size).reshape(-1, size)
+        d = blocks[:, 0:2].copy().view("<f2").astype(np.float64)
+        qs = blocks[:, size - 16:]
+        q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.int64)
+        if ggml_type != 3:
+            at = 2 if ggml_type == 6 else 4
+            qh = blocks[:, at:at + 4].copy().view("<u4").astype(np.int64)
+            q |= ((qh >> np.arange(32)) & 1) << 4
+        if ggml_type == 6:
+            return (d * (q - 16.0)).reshape(-1)
+        m = blocks[:, 2:4].copy().view("<f2").astype(np.float64)
+        return (d * q + m).reshape(-1)
     if ggml_type == 12:  # Q4_K: super-blocks of 256 in 8 sub-blocks of 32
         blocks = np.frombuffer(raw, dtype=np.uint8,
                                count=count // 256 * 144).reshape(-1, 144)
@@ -183,6 +203,24 @@ def through_cache(x, cache):
         d = m / -8
         idd = torch.where(d != 0, 1 / d, torch.zeros_like(d))
         q = torch.clamp(torch.floor(b * idd + 8.5), max=15) - 8
+    elif cache == "q5_0":
+        # as q4_0 with 32 levels: d = m / -16; q = min(31, x / d + 16.5)
+        # truncated, stored as q - 16
+        m = b.gather(1, b.abs().argmax(dim=1, keepdim=True))
+        d = m / -16
+        idd = torch.where(d != 0, 1 / d, torch.zeros_like(d))
+        q = torch.clamp(torch.floor(b * idd + 16.5), max=31) - 16
+    elif cache in ("q4_1", "q5_1"):
+        # d = (max - min) / top and the minimum, both stored as F16;
+        # q = min(top, (x - min) / d + 0.5) truncated
+        top = 15 if cache == "q4_1" else 31
+        lo = b.amin(dim=1, keepdim=True)
+        d = (b.amax(dim=1, keepdim=True) - lo) / top
+        idd = torch.where(d != 0, 1 / d, torch.zeros_like(d))
+        q = torch.clamp(torch.floor((b - lo) * idd + 0.5), max=top)
+        d16 = d.to(torch.float16).to(torch.float32)
+        m16 = lo.to(torch.float16).to(torch.float32)
+        return (q * d16 + m16).to(torch.float64).reshape(x.shape)
     else:
         raise ValueError("cache type " + cache)
     d16 = d.to(torch.float16).to(torch.float32)
