@@ -497,7 +497,8 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
                    params.n_ctx_orig = 4096;
                    return Rope(ctx, a, pos, params);
                  }));
-  for (Type type : {Type::kF16, Type::kQ8_0, Type::kQ4_0}) {
+  for (Type type : {Type::kF16, Type::kQ8_0, Type::kQ4_0, Type::kQ4_1,
+                    Type::kQ5_0, Type::kQ5_1}) {
     TESSERA_RETURN_IF_ERROR(
         FlashAttnCase(device, *stream, lim, only, type, /*n_q=*/1));
   }

@@ -12,6 +12,8 @@
 //   Q4_1: x = d * q + m, q in 0..15
 //   Q5_0: x = d * (q - 16), q in 0..31
 //   Q5_1: x = d * q + m, q in 0..31
+// d * q is exact in float (a level of at most 5 bits times an fp16 scale),
+// so d * q + m is rounded once whether or not it is a fused multiply-add.
 
 #include <cstdint>
 #include <cstring>

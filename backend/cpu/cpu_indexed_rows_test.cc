@@ -35,11 +35,17 @@ std::vector<char> TableBytes(const Tensor& t) {
   }
   const TypeTraits& traits = Traits(t.type);
   if (traits.is_quantized && t.type != Type::kQ4_K && t.type != Type::kQ6_K) {
-    // Q8_0 and Q4_0 blocks begin with their F16 scale.
+    // 32-value blocks begin with their F16 scale; Q4_1 and Q5_1 follow it
+    // with an F16 minimum.
     const float scales[] = {0.5f, -3.0e-3f, 1.0e4f, 6.1e-5f, -65504.0f};
+    const bool min = t.type == Type::kQ4_1 || t.type == Type::kQ5_1;
     for (size_t b = 0; b * traits.type_size < bytes.size(); ++b) {
       const uint16_t d = Fp32ToFp16(scales[b % 5]);
       std::memcpy(bytes.data() + b * traits.type_size, &d, sizeof(d));
+      if (min) {
+        const uint16_t m = Fp32ToFp16(-0.37f * scales[(b + 2) % 5]);
+        std::memcpy(bytes.data() + b * traits.type_size + 2, &m, sizeof(m));
+      }
     }
   }
   if (t.type == Type::kF16 || t.type == Type::kBF16) {
@@ -127,12 +133,13 @@ struct Gather : HostGraph {
 
 // GET_ROWS of every storage type, with repeated and reversed indices over
 // both outer dimensions, at every SIMD level equals the reference kernel
-// bit for bit: F16, BF16, Q8_0 and Q4_0 rows go through the level's own
+// bit for bit: F16, BF16 and 32-value block rows go through the level's own
 // conversions, which must round as the reference dequantizers do. Both
 // parts of a team of two take the fast path, and so does the device.
 TEST(CpuIndexedRowsTest, GetRowsOfEveryTypeEqualTheReference) {
   for (Type type : {Type::kF32, Type::kF16, Type::kBF16, Type::kQ8_0,
-                    Type::kQ4_0, Type::kQ4_K, Type::kQ6_K, Type::kI32}) {
+                    Type::kQ4_0, Type::kQ4_1, Type::kQ5_0, Type::kQ5_1,
+                    Type::kQ4_K, Type::kQ6_K, Type::kI32}) {
     const std::string what(TypeName(type));
     constexpr int64_t kK = 512, kRows = 9, kN = 37;
     Gather g(type, kK, kRows, kN);

@@ -34,6 +34,12 @@ void RowToF32(const CpuKernels& kernels, Type type, const void* row, float* dst,
       return kernels.q8_0_to_f32(row, dst, n);
     case Type::kQ4_0:
       return kernels.q4_0_to_f32(row, dst, n);
+    case Type::kQ4_1:
+      return kernels.q4_1_to_f32(row, dst, n);
+    case Type::kQ5_0:
+      return kernels.q5_0_to_f32(row, dst, n);
+    case Type::kQ5_1:
+      return kernels.q5_1_to_f32(row, dst, n);
     default:
       return RowToFloat(type, row, dst, n);
   }

@@ -144,6 +144,10 @@ struct CpuKernels {
   // equal bit for bit to the reference dequantizers.
   void (*q8_0_to_f32)(const void* x, float* y, int64_t n);
   void (*q4_0_to_f32)(const void* x, float* y, int64_t n);
+  // Q4_1, Q5_0 and Q5_1 likewise (graph/block_quant.h).
+  void (*q4_1_to_f32)(const void* x, float* y, int64_t n);
+  void (*q5_0_to_f32)(const void* x, float* y, int64_t n);
+  void (*q5_1_to_f32)(const void* x, float* y, int64_t n);
   // Converts `n` F32 values to F16 or BF16, rounding to nearest even (as
   // Fp32ToFp16 and Fp32ToBf16 do).
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
@@ -172,8 +176,8 @@ struct CpuKernels {
 // The kernels of `level`; the caller makes sure the CPU supports it.
 const CpuKernels& KernelsFor(SimdLevel level);
 
-// Converts `n` values of a row stored as `type` to F32: F16, BF16, Q8_0
-// and Q4_0 by the level's kernels, other types by the reference
+// Converts `n` values of a row stored as `type` to F32: F16, BF16 and the
+// 32-value blocks by the level's kernels, other types by the reference
 // conversion (RowToFloat). A quantized row is whole blocks.
 void RowToF32(const CpuKernels& kernels, Type type, const void* row, float* dst,
               int64_t n);

@@ -254,6 +254,35 @@ void MulMatQ5Min(const QuantMatMulArgs& a) {
   RunTiles<QuantKernel<Q5Min>, 2, 4>(a);
 }
 
+// Blocks of 32 levels (T::Load) as floats, equal bit for bit to the
+// reference dequantizers: (level - kOffset) * d, or d * level + m (whose
+// product is exact, so fusing it changes nothing).
+template <typename T>
+void BlocksToF32(const void* x, float* y, int64_t n) {
+  const auto* blocks = static_cast<const typename T::Block*>(x);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256i u = T::Load(blocks[b]).u;
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(blocks[b].d));
+    const __m128i halves[2] = {_mm256_castsi256_si128(u),
+                               _mm256_extracti128_si256(u, 1)};
+    for (int q = 0; q < 4; ++q) {
+      const __m128i bytes =
+          q % 2 == 0 ? halves[q / 2] : _mm_srli_si128(halves[q / 2], 8);
+      const __m256i level = _mm256_cvtepu8_epi32(bytes);
+      __m256 v;
+      if constexpr (T::kHasMin) {
+        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(level), d,
+                            _mm256_set1_ps(_cvtsh_ss(blocks[b].m)));
+      } else {
+        const __m256i offset = _mm256_set1_epi32(static_cast<int>(T::kOffset));
+        v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(level, offset)),
+                          d);
+      }
+      _mm256_storeu_ps(y + 32 * b + 8 * q, v);
+    }
+  }
+}
+
 }  // namespace
 
 const CpuKernels kKernels = {
@@ -275,7 +304,10 @@ const CpuKernels kKernels = {
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,
     .q8_0_to_f32 = Q8_0ToF32Generic,
-    .q4_0_to_f32 = Q4_0ToF32Generic,
+    .q4_0_to_f32 = BlocksToF32<Q4>,
+    .q4_1_to_f32 = BlocksToF32<Q4Min>,
+    .q5_0_to_f32 = BlocksToF32<Q5>,
+    .q5_1_to_f32 = BlocksToF32<Q5Min>,
     .f32_to_f16 = F32ToF16,
     .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,

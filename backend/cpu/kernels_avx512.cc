@@ -329,6 +329,33 @@ void MulMatQ5Min(const QuantMatMulArgs& a) {
   RunTiles<QuantKernel<Q5Min>, 2, 4>(a);
 }
 
+// Blocks of 32 levels (T::Load1) as floats, equal bit for bit to the
+// reference dequantizers: (level - kOffset) * d, or d * level + m (whose
+// product is exact, so fusing it changes nothing).
+template <typename T>
+void BlocksToF32(const void* x, float* y, int64_t n) {
+  const auto* blocks = static_cast<const typename T::Block*>(x);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256i u = T::Load1(blocks[b]);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(blocks[b].d));
+    const __m128i halves[2] = {_mm256_castsi256_si128(u),
+                               _mm256_extracti128_si256(u, 1)};
+    for (int h = 0; h < 2; ++h) {
+      const __m512i level = _mm512_cvtepu8_epi32(halves[h]);
+      __m512 v;
+      if constexpr (T::kHasMin) {
+        v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(level), d,
+                            _mm512_set1_ps(_cvtsh_ss(blocks[b].m)));
+      } else {
+        const __m512i offset = _mm512_set1_epi32(static_cast<int>(T::kOffset));
+        v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(level, offset)),
+                          d);
+      }
+      _mm512_storeu_ps(y + 32 * b + 16 * h, v);
+    }
+  }
+}
+
 }  // namespace
 
 const CpuKernels kKernels = {
@@ -351,6 +378,9 @@ const CpuKernels kKernels = {
     .bf16_to_f32 = Bf16ToF32Generic,
     .q8_0_to_f32 = Q8_0ToF32Generic,
     .q4_0_to_f32 = Q4_0ToF32Generic,
+    .q4_1_to_f32 = BlocksToF32<Q4Min>,
+    .q5_0_to_f32 = BlocksToF32<Q5>,
+    .q5_1_to_f32 = BlocksToF32<Q5Min>,
     .f32_to_f16 = F32ToF16,
     .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,
