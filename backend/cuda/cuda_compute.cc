@@ -29,6 +29,9 @@ static_assert(static_cast<int32_t>(Type::kQ4_K) == cuda_kernels::kQ4_K);
 static_assert(static_cast<int32_t>(Type::kQ5_K) == cuda_kernels::kQ5_K);
 static_assert(static_cast<int32_t>(Type::kQ6_K) == cuda_kernels::kQ6_K);
 static_assert(static_cast<int32_t>(Type::kI64) == cuda_kernels::kI64);
+static_assert(static_cast<int32_t>(Type::kQ4_1) == cuda_kernels::kQ4_1);
+static_assert(static_cast<int32_t>(Type::kQ5_0) == cuda_kernels::kQ5_0);
+static_assert(static_cast<int32_t>(Type::kQ5_1) == cuda_kernels::kQ5_1);
 
 // Kernels index dimensions and rows with 32-bit integers.
 constexpr int64_t kIndexLimit = int64_t{1} << 31;
@@ -37,16 +40,12 @@ bool Valid(const Tensor* t) {
   return t != nullptr && IsValidType(static_cast<int32_t>(t->type));
 }
 
-// The kernels read K-quants (Q4_K, Q5_K, Q6_K) but have no K-quant
-// quantizer: no node but a view writes one.
-bool WritesKQuant(const Tensor& node) {
-  return !IsViewOp(node.op) && IsKQuant(node.type);
-}
-
-// Whether the CUDA kernels read and write `type`: all but ggml's blocks with
-// an offset or a fifth bit (Q4_1, Q5_0, Q5_1), which run on the CPU.
-bool HasType(Type type) {
-  return type != Type::kQ4_1 && type != Type::kQ5_0 && type != Type::kQ5_1;
+// The kernels read K-quants (Q4_K, Q5_K, Q6_K) and Q4_1, Q5_0 and Q5_1
+// but have no quantizer for them: no node but a view writes one.
+bool WritesReadOnlyType(const Tensor& node) {
+  const bool read_only = IsKQuant(node.type) || node.type == Type::kQ4_1 ||
+                         node.type == Type::kQ5_0 || node.type == Type::kQ5_1;
+  return !IsViewOp(node.op) && read_only;
 }
 
 // Every dimension and the row count below 2^31.
@@ -206,14 +205,9 @@ cuda_kernels::KTensor ToKTensor(const Tensor& t) {
 
 bool CudaSupportsNode(const Tensor& node) {
   if (!OpHasTypes(node) || !WithinKernelLimits(node)) return false;
-  if (!FitsIndices(node) || WritesKQuant(node) || !HasType(node.type)) {
-    return false;
-  }
+  if (!FitsIndices(node) || WritesReadOnlyType(node)) return false;
   for (const Tensor* src : node.src) {
-    if (src != nullptr &&
-        (!Valid(src) || !FitsIndices(*src) || !HasType(src->type))) {
-      return false;
-    }
+    if (src != nullptr && (!Valid(src) || !FitsIndices(*src))) return false;
   }
   return node.op != Op::kMulMat || MulMatSupported(node);
 }

@@ -54,6 +54,9 @@ Plan MakePlan(const Tensor& node) {
     case Type::kF16:
     case Type::kQ8_0:
     case Type::kQ4_0:
+    case Type::kQ4_1:
+    case Type::kQ5_0:
+    case Type::kQ5_1:
     case Type::kQ4_K:
     case Type::kQ5_K:
     case Type::kQ6_K:
@@ -69,9 +72,6 @@ Plan MakePlan(const Tensor& node) {
     case Type::kF32:
     case Type::kI32:
     case Type::kI64:
-    case Type::kQ4_1:  // not a CUDA type (CudaSupportsNode)
-    case Type::kQ5_0:
-    case Type::kQ5_1:
       break;
   }
   const int64_t k = a.ne[0];

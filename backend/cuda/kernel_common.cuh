@@ -125,10 +125,51 @@ __device__ __forceinline__ float LoadKQuant(int32_t type, const char* row,
   return f.x * static_cast<float>(KLevel(type, block, j)) - f.y;
 }
 
+// Q4_1, Q5_0 and Q5_1 blocks (graph/block_quant.h): 32 values in 20, 22 or
+// 24 bytes.
+__host__ __device__ __forceinline__ bool IsBlockQuant(int32_t type) {
+  return type == kQ4_1 || type == kQ5_0 || type == kQ5_1;
+}
+
+__host__ __device__ __forceinline__ int BlockQuantBytes(int32_t type) {
+  return type == kQ4_1 ? 20 : type == kQ5_0 ? 22 : 24;
+}
+
+// The level (0..31) of value j (0..31) of such a block: the low nibble of
+// qs[j] (j < 16) or the high nibble of qs[j - 16], and for Q5 bit j of the
+// fifth bits. Fields are read a byte at a time (blocks are 2-byte aligned).
+__device__ __forceinline__ int BlockQuantLevel(int32_t type, const char* block,
+                                               int j) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(block);
+  const int qs = type == kQ4_1 ? 4 : type == kQ5_0 ? 6 : 8;
+  int q = (p[qs + (j & 15)] >> (j < 16 ? 0 : 4)) & 0x0F;
+  if (type != kQ4_1) {
+    const int qh = type == kQ5_0 ? 2 : 4;
+    q |= ((p[qh + j / 8] >> (j % 8)) & 1) << 4;
+  }
+  return q;
+}
+
+// The block's factor and offset: value = factor * level - offset, with
+// d and -m (Q4_1, Q5_1) or d and 16 d (Q5_0). Both products are exact (a
+// 5-bit level times an fp16 scale), so the value is the reference's.
+__device__ __forceinline__ float2 BlockQuantFactors(int32_t type,
+                                                    const char* block) {
+  const float d = BlockScale(block);
+  if (type == kQ5_0) return make_float2(d, 16.0f * d);
+  return make_float2(d, -BlockScale(block + 2));
+}
+
 // Value i0 of a quantized row starting at `row` (blocks are contiguous).
 __device__ __forceinline__ float LoadQuantized(int32_t type, const char* row,
                                                int64_t i0) {
   if (IsKQuant(type)) return LoadKQuant(type, row, i0);
+  if (IsBlockQuant(type)) {
+    const char* block = row + (i0 / kQK) * BlockQuantBytes(type);
+    const float2 f = BlockQuantFactors(type, block);
+    return f.x * static_cast<float>(BlockQuantLevel(type, block, i0 % kQK)) -
+           f.y;
+  }
   const int64_t b = i0 / kQK;
   const int j = static_cast<int>(i0 % kQK);
   if (type == kQ8_0) {
@@ -143,7 +184,7 @@ __device__ __forceinline__ float LoadQuantized(int32_t type, const char* row,
 }
 
 __device__ __forceinline__ bool IsQuantized(int32_t type) {
-  return type == kQ8_0 || type == kQ4_0 || IsKQuant(type);
+  return type == kQ8_0 || type == kQ4_0 || IsKQuant(type) || IsBlockQuant(type);
 }
 
 // Value i0 of the row at `row` of tensor `t` (any type), as float.

@@ -31,7 +31,12 @@ enum KType : int32_t {
   kQ4_K = 6,  // 256-value super-blocks (graph/kquant.h); read, not written
   kQ5_K = 7,
   kQ6_K = 8,
-  kI64 = 9,   // row ids of GET_ROWS and SET_ROWS
+  kI64 = 9,  // row ids of GET_ROWS and SET_ROWS
+  // 32-value blocks with an offset or a fifth bit (graph/block_quant.h);
+  // read, not written.
+  kQ4_1 = 10,
+  kQ5_0 = 11,
+  kQ5_1 = 12,
 };
 
 // A tensor as kernels see it: device address, type, shape, byte strides.

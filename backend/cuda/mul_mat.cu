@@ -8,9 +8,9 @@
 // thread taking groups of 8 values of all of them, so that the loads of
 // one row's group are wide and neighbouring threads' are adjacent (the
 // block streams the rows' bytes), and one load of 8 activations serves
-// every row. Any other layout runs MatVecKernel: one warp per output
-// value, each lane taking whole Q8_0/Q4_0 blocks, 8 values of every K-quant
-// super-block, or single values.
+// every row. Any other layout, and Q4_1, Q5_0 and Q5_1 weights, run
+// MatVecKernel: one warp per output value, each lane taking whole 32-value
+// blocks, 8 values of every K-quant super-block, or single values.
 
 #include "backend/cuda/kernel_common.cuh"
 
@@ -74,6 +74,23 @@ __device__ __forceinline__ float DotBlock(int32_t type, const char* block,
   return sum * BlockScale(block);
 }
 
+// dot(Q4_1, Q5_0 or Q5_1 block at `block`, 32 values of b).
+template <bool kVector>
+__device__ __forceinline__ float DotBlockQuant(int32_t type, const char* block,
+                                               const char* b, int64_t nb0) {
+  float y[kQK];
+  LoadB32<kVector>(b, nb0, y);
+  float dot = 0.0f;
+  float ysum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kQK; ++j) {
+    dot += static_cast<float>(BlockQuantLevel(type, block, j)) * y[j];
+    ysum += y[j];
+  }
+  const float2 f = BlockQuantFactors(type, block);
+  return f.x * dot - f.y * ysum;
+}
+
 // The lane's part of dot(K-quant row x, b values at y): 8 consecutive
 // values of every super-block (one sub-block, so one factor and offset).
 __device__ __forceinline__ float DotKQuantRow(int32_t type, const char* x,
@@ -111,8 +128,11 @@ __global__ void MatVecKernel(KTensor dst, KTensor a, KTensor b,
   const int64_t r3 = b.ne[3] / a.ne[3];
   const int64_t k = a.ne[0];
   const bool kquant = IsKQuant(a.type);
-  const bool quantized = IsQuantized(a.type) && !kquant;
-  const int block_bytes = a.type == kQ8_0 ? kQ8Bytes : kQ4Bytes;
+  const bool block_quant = IsBlockQuant(a.type);
+  const bool quantized = IsQuantized(a.type) && !kquant && !block_quant;
+  const int block_bytes = a.type == kQ8_0   ? kQ8Bytes
+                          : a.type == kQ4_0 ? kQ4Bytes
+                                            : BlockQuantBytes(a.type);
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
                    threadIdx.x / kWarpSize;
        w < outputs; w += warps) {
@@ -125,6 +145,11 @@ __global__ void MatVecKernel(KTensor dst, KTensor a, KTensor b,
     float sum = 0.0f;
     if (kquant) {
       sum = DotKQuantRow(a.type, x, y, b.nb[0], k, lane);
+    } else if (block_quant) {
+      for (int64_t blk = lane; blk < k / kQK; blk += kWarpSize) {
+        sum += DotBlockQuant<kVector>(a.type, x + blk * block_bytes,
+                                      y + blk * kQK * b.nb[0], b.nb[0]);
+      }
     } else if (quantized) {
       for (int64_t blk = lane; blk < k / kQK; blk += kWarpSize) {
         sum += DotBlock<kVector>(a.type, x + blk * block_bytes,
