@@ -85,11 +85,12 @@ void FitAffine(const float* x, int n, int nmax, float* a, float* b) {
   *b = best_b;
 }
 
-// Fits x[0..n) ~= a * L with L in -32..31 (Q6_K). The value of largest
-// magnitude goes to -32 on the first grid; grids of 32 + s / 10 steps,
-// s = -9..9, are tried and a least-squares scale taken for each; the one
-// of least squared error wins. Returns 0 for an all-zero sub-block.
-float FitSymmetric(const float* x, int n) {
+// Fits x[0..n) ~= a * L with L in -half..half - 1 (Q6_K: 32, Q3_K: 4). The
+// value of largest magnitude goes to -half on the first grid; grids of
+// half + s / 10 steps, s = -9..9, are tried and a least-squares scale taken
+// for each; the one of least squared error wins. Returns 0 for an all-zero
+// sub-block.
+float FitSymmetric(const float* x, int n, int half) {
   float amax = 0.0f;
   float max = 0.0f;
   for (int i = 0; i < n; ++i) {
@@ -99,13 +100,14 @@ float FitSymmetric(const float* x, int n) {
     }
   }
   if (!(amax > kTiny)) return 0.0f;
-  float best_a = max / -32.0f;
+  float best_a = max / -static_cast<float>(half);
   float best_merit = -1.0f;  // sum(x L)^2 / sum(L^2): larger is better
   for (int s = -9; s <= 9; ++s) {
-    const float inv = -(32.0f + 0.1f * s) / max;
+    const float inv = -(static_cast<float>(half) + 0.1f * s) / max;
     float sxl = 0.0f, sll = 0.0f;
     for (int i = 0; i < n; ++i) {
-      const float l = static_cast<float>(RoundClamp(x[i] * inv, -32, 31));
+      const float l =
+          static_cast<float>(RoundClamp(x[i] * inv, -half, half - 1));
       sxl += x[i] * l;
       sll += l * l;
     }
@@ -117,6 +119,44 @@ float FitSymmetric(const float* x, int n) {
     }
   }
   return best_a;
+}
+
+// Fits every sub-block of 16 of a super-block symmetrically (levels
+// -half..half - 1) and quantizes the fits against the one of largest
+// magnitude, which is stored as -top: d = that fit / -top, scales[g] =
+// round(fit / d) clamped to -top..top - 1. Returns d's fp16 bits.
+uint16_t QuantizeSymmetricScales(const float* x, int half, int top,
+                                 int scales[kQK_K / kSub6]) {
+  float a[kQK_K / kSub6];
+  float big = 0.0f;
+  for (int j = 0; j < kQK_K / kSub6; ++j) {
+    a[j] = FitSymmetric(x + kSub6 * j, kSub6, half);
+    if (std::fabs(a[j]) > std::fabs(big)) big = a[j];
+  }
+  if (!(std::fabs(big) > kTiny)) {
+    for (int j = 0; j < kQK_K / kSub6; ++j) scales[j] = 0;
+    return 0;
+  }
+  const float inv = -static_cast<float>(top) / big;
+  for (int j = 0; j < kQK_K / kSub6; ++j) {
+    scales[j] = RoundClamp(a[j] * inv, -top, top - 1);
+  }
+  return Fp32ToFp16(1.0f / inv);
+}
+
+// Levels -half..half - 1 of a super-block's values, kept + half, for the
+// stored d and sub-block scales (0 where a scale is 0).
+void SymmetricLevels(const float* x, float d, const int scales[kQK_K / kSub6],
+                     int half, uint8_t levels[kQK_K]) {
+  for (int j = 0; j < kQK_K / kSub6; ++j) {
+    const float step = d * scales[j];
+    for (int l = 0; l < kSub6; ++l) {
+      const int q = step != 0.0f
+                        ? RoundClamp(x[kSub6 * j + l] / step, -half, half - 1)
+                        : 0;
+      levels[kSub6 * j + l] = static_cast<uint8_t>(q + half);
+    }
+  }
 }
 
 // Quantizes one super-block of Q4_K (nmax 15) or Q5_K (nmax 31) to levels
@@ -246,8 +286,113 @@ void DequantizeRowQ5_K(const BlockQ5_K* x, float* y, int64_t n) {
   }
 }
 
+// Q2_K per super-block:
+//  1. Fit each sub-block of 16 (FitAffine, levels 0..3).
+//  2. d = max(a) / 15, dmin = max(-b) / 15; 4-bit scale = round(a / d),
+//     min = round(-b / dmin).
+//  3. Requantize each value with the stored scales.
+void QuantizeRowQ2_K(const float* x, BlockQ2_K* y, int64_t n) {
+  constexpr int kGroups = kQK_K / kSub6;
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float* xb = x + i * kQK_K;
+    BlockQ2_K& b = y[i];
+    std::memset(&b, 0, sizeof(b));
+    float a[kGroups], m[kGroups];
+    float max_a = 0.0f, max_m = 0.0f;
+    for (int g = 0; g < kGroups; ++g) {
+      FitAffine(xb + kSub6 * g, kSub6, 3, &a[g], &m[g]);
+      m[g] = -m[g];
+      max_a = std::max(max_a, a[g]);
+      max_m = std::max(max_m, m[g]);
+    }
+    const float inv_a = max_a > 0.0f ? 15.0f / max_a : 0.0f;
+    const float inv_m = max_m > 0.0f ? 15.0f / max_m : 0.0f;
+    b.d = Fp32ToFp16(max_a / 15.0f);
+    b.dmin = Fp32ToFp16(max_m / 15.0f);
+    const float d = Fp16ToFp32(b.d);
+    const float dmin = Fp16ToFp32(b.dmin);
+    for (int g = 0; g < kGroups; ++g) {
+      const int sc = RoundClamp(a[g] * inv_a, 0, 15);
+      const int mn = RoundClamp(m[g] * inv_m, 0, 15);
+      b.scales[g] = static_cast<uint8_t>(sc | (mn << 4));
+      const float step = d * sc;
+      const float offset = dmin * mn;
+      for (int l = 0; l < kSub6; ++l) {
+        const int v = kSub6 * g + l;
+        const int q =
+            step != 0.0f ? RoundClamp((xb[v] + offset) / step, 0, 3) : 0;
+        // Value 128h + 32j + l' lives in bits 2j of qs[32h + l'].
+        b.qs[32 * (v / 128) + v % 32] |=
+            static_cast<uint8_t>(q << (2 * ((v % 128) / 32)));
+      }
+    }
+  }
+}
+
+void DequantizeRowQ2_K(const BlockQ2_K* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const BlockQ2_K& b = x[i];
+    const float d = Fp16ToFp32(b.d);
+    const float dmin = Fp16ToFp32(b.dmin);
+    for (int v = 0; v < kQK_K; ++v) {
+      const int q =
+          (b.qs[32 * (v / 128) + v % 32] >> (2 * ((v % 128) / 32))) & 3;
+      const uint8_t sc = b.scales[v / kSub6];
+      const float dl = d * (sc & 0x0F);
+      const float ml = dmin * (sc >> 4);
+      y[i * kQK_K + v] = dl * q - ml;
+    }
+  }
+}
+
+// Q3_K per super-block:
+//  1. Fit each sub-block of 16 symmetrically (FitSymmetric, -4..3).
+//  2. d = s / -32 with s the fitted scale of largest magnitude; 6-bit
+//     scales = round(a / d) clamped to -32..31, stored + 32.
+//  3. Requantize each value with the stored scales to -4..3, kept + 4: the
+//     low two bits in qs, the third in hmask.
+void QuantizeRowQ3_K(const float* x, BlockQ3_K* y, int64_t n) {
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const float* xb = x + i * kQK_K;
+    BlockQ3_K& b = y[i];
+    std::memset(&b, 0, sizeof(b));
+    int scales[kQK_K / kSub6];
+    b.d = QuantizeSymmetricScales(xb, 4, 32, scales);
+    for (int g = 0; g < kQK_K / kSub6; ++g) {
+      const int s = scales[g] + 32;
+      if (g < 8) {
+        b.scales[g] |= static_cast<uint8_t>(s & 0x0F);
+      } else {
+        b.scales[g - 8] |= static_cast<uint8_t>((s & 0x0F) << 4);
+      }
+      b.scales[8 + g % 4] |= static_cast<uint8_t>((s >> 4) << (2 * (g / 4)));
+    }
+    uint8_t levels[kQK_K];
+    SymmetricLevels(xb, Fp16ToFp32(b.d), scales, 4, levels);
+    for (int v = 0; v < kQK_K; ++v) {
+      const int h = v / 128, j = (v % 128) / 32, l = v % 32;
+      b.qs[32 * h + l] |= static_cast<uint8_t>((levels[v] & 3) << (2 * j));
+      b.hmask[l] |= static_cast<uint8_t>((levels[v] >> 2) << (4 * h + j));
+    }
+  }
+}
+
+void DequantizeRowQ3_K(const BlockQ3_K* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const BlockQ3_K& b = x[i];
+    const float d = Fp16ToFp32(b.d);
+    for (int v = 0; v < kQK_K; ++v) {
+      const int h = v / 128, j = (v % 128) / 32, l = v % 32;
+      const int low = (b.qs[32 * h + l] >> (2 * j)) & 3;
+      const int high = (b.hmask[l] >> (4 * h + j)) & 1;
+      const float dl = d * (UnpackQ3KScale(b.scales, v / kSub6) - 32);
+      y[i * kQK_K + v] = dl * ((low | (high << 2)) - 4);
+    }
+  }
+}
+
 // Q6_K per super-block:
-//  1. Fit each sub-block of 16 symmetrically (FitSymmetric).
+//  1. Fit each sub-block of 16 symmetrically (FitSymmetric, -32..31).
 //  2. d = s / -128 with s the fitted scale of largest magnitude (so that it
 //     is stored as -128); int8 scales = round(a / d) clamped to 127.
 //  3. Requantize each value with the stored scales to -32..31, kept + 32.
@@ -256,30 +401,13 @@ void QuantizeRowQ6_K(const float* x, BlockQ6_K* y, int64_t n) {
     const float* xb = x + i * kQK_K;
     BlockQ6_K& b = y[i];
     std::memset(&b, 0, sizeof(b));
-    float a[kQK_K / kSub6];
-    float big = 0.0f;
+    int scales[kQK_K / kSub6];
+    b.d = QuantizeSymmetricScales(xb, 32, 128, scales);
     for (int j = 0; j < kQK_K / kSub6; ++j) {
-      a[j] = FitSymmetric(xb + kSub6 * j, kSub6);
-      if (std::fabs(a[j]) > std::fabs(big)) big = a[j];
+      b.scales[j] = static_cast<int8_t>(scales[j]);
     }
     uint8_t levels[kQK_K];
-    std::memset(levels, 32, sizeof(levels));  // all zero values
-    if (std::fabs(big) > kTiny) {
-      const float inv = -128.0f / big;
-      for (int j = 0; j < kQK_K / kSub6; ++j) {
-        b.scales[j] = static_cast<int8_t>(RoundClamp(a[j] * inv, -128, 127));
-      }
-      b.d = Fp32ToFp16(1.0f / inv);
-      const float d = Fp16ToFp32(b.d);
-      for (int j = 0; j < kQK_K / kSub6; ++j) {
-        const float step = d * b.scales[j];
-        if (step == 0.0f) continue;
-        for (int l = 0; l < kSub6; ++l) {
-          levels[kSub6 * j + l] = static_cast<uint8_t>(
-              RoundClamp(xb[kSub6 * j + l] / step, -32, 31) + 32);
-        }
-      }
-    }
+    SymmetricLevels(xb, Fp16ToFp32(b.d), scales, 32, levels);
     for (int h = 0; h < 2; ++h) {
       for (int t = 0; t < 4; ++t) {
         for (int l = 0; l < 32; ++l) {

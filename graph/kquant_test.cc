@@ -76,10 +76,16 @@ TEST(KQuantTest, TraitsMatchGgml) {
   EXPECT_EQ(Traits(Type::kQ4_K).type_size, 144u);
   EXPECT_EQ(Traits(Type::kQ5_K).type_size, 176u);
   EXPECT_EQ(Traits(Type::kQ6_K).type_size, 210u);
-  for (Type t : {Type::kQ4_K, Type::kQ5_K, Type::kQ6_K}) {
+  EXPECT_EQ(Traits(Type::kQ2_K).type_size, 84u);
+  EXPECT_EQ(Traits(Type::kQ3_K).type_size, 110u);
+  for (Type t :
+       {Type::kQ2_K, Type::kQ3_K, Type::kQ4_K, Type::kQ5_K, Type::kQ6_K}) {
     EXPECT_EQ(Traits(t).block_size, 256);
     EXPECT_TRUE(Traits(t).is_quantized);
+    EXPECT_TRUE(IsKQuant(t));
   }
+  EXPECT_EQ(TypeName(Type::kQ2_K), "q2_K");
+  EXPECT_EQ(TypeName(Type::kQ3_K), "q3_K");
   EXPECT_EQ(TypeName(Type::kQ4_K), "q4_K");
   EXPECT_EQ(TypeName(Type::kQ5_K), "q5_K");
   EXPECT_EQ(TypeName(Type::kQ6_K), "q6_K");
@@ -87,6 +93,28 @@ TEST(KQuantTest, TraitsMatchGgml) {
   EXPECT_TRUE(IsValidType(8));
   EXPECT_TRUE(IsValidType(9));  // I64
   EXPECT_FALSE(IsValidType(kTypeCount));
+}
+
+// Q3_K's scale g: low 4 bits from the low nibble of byte g (g < 8) or the
+// high nibble of byte g - 8, top 2 bits from bits 2 (g / 4) of byte
+// 8 + g % 4. Bytes set by hand: 0x21 (scales 0 and 8 low bits 1 and 2),
+// 0xF0 at byte 7 (scale 15's low bits), 0b11100100 at byte 8 (top bits 0,
+// 1, 2, 3 for scales 0, 4, 8, 12), 0b11000000 at byte 11 (scale 15's top
+// bits 3).
+TEST(KQuantTest, Q3KScalesUnpackFromHandSetBytes) {
+  uint8_t packed[12] = {};
+  packed[0] = 0x21;
+  packed[7] = 0xF0;
+  packed[8] = 0xE4;
+  packed[11] = 0xC0;
+  EXPECT_EQ(UnpackQ3KScale(packed, 0), 1);
+  EXPECT_EQ(UnpackQ3KScale(packed, 4), 1 << 4);
+  EXPECT_EQ(UnpackQ3KScale(packed, 8), 2 | (2 << 4));
+  EXPECT_EQ(UnpackQ3KScale(packed, 12), 3 << 4);
+  EXPECT_EQ(UnpackQ3KScale(packed, 15), 15 | (3 << 4));
+  for (int g : {1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14}) {
+    EXPECT_EQ(UnpackQ3KScale(packed, g), 0) << g;
+  }
 }
 
 TEST(KQuantTest, ScaleMinPackingMatchesHandWorkedBytes) {
@@ -214,7 +242,8 @@ TEST(KQuantTest, QuantizeThenDequantizeKeepsHandBuiltBlocks) {
 
 TEST(KQuantTest, ZeroRowsStayZero) {
   const std::vector<float> zero(512, 0.0f);
-  for (Type t : {Type::kQ4_K, Type::kQ5_K, Type::kQ6_K}) {
+  for (Type t :
+       {Type::kQ2_K, Type::kQ3_K, Type::kQ4_K, Type::kQ5_K, Type::kQ6_K}) {
     std::vector<uint8_t> q(RowSize(t, 512), 0xFF);
     RowFromFloat(t, zero.data(), q.data(), 512);
     std::vector<float> y(512, 1.0f);
@@ -230,10 +259,12 @@ struct Bound {
 };
 
 TEST(KQuantTest, RoundTripNmseWithinBounds) {
-  // ggml's own reference quantizers measure about 0.0019 / 0.0058 (Q4_K),
-  // 0.00058 / 0.0013 (Q5_K) and 0.00014 / 0.00033 (Q6_K) on these rows.
+  // ggml's own reference quantizers measure about 0.044 / 0.089 (Q2_K),
+  // 0.0129 / 0.023 (Q3_K), 0.0019 / 0.0058 (Q4_K), 0.00058 / 0.0013 (Q5_K)
+  // and 0.00014 / 0.00033 (Q6_K) on these rows.
   for (const Bound& b :
-       {Bound{Type::kQ4_K, 0.0022, 0.006}, Bound{Type::kQ5_K, 0.001, 0.0015},
+       {Bound{Type::kQ2_K, 0.045, 0.08}, Bound{Type::kQ3_K, 0.013, 0.023},
+        Bound{Type::kQ4_K, 0.0022, 0.006}, Bound{Type::kQ5_K, 0.001, 0.0015},
         Bound{Type::kQ6_K, 0.0005, 0.0004}}) {
     for (float offset : {0.0f, 0.5f, 1.7f}) {
       const double nmse = RoundTripNmse(b.type, CosRow(4096, offset));

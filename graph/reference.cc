@@ -67,6 +67,8 @@ float LoadScalar(Type type, const void* p) {
     case Type::kQ4_1:
     case Type::kQ5_0:
     case Type::kQ5_1:
+    case Type::kQ2_K:
+    case Type::kQ3_K:
     case Type::kQ4_K:
     case Type::kQ5_K:
     case Type::kQ6_K:
@@ -120,6 +122,8 @@ void StoreScalar(Type type, float v, void* p) {
     case Type::kQ4_1:
     case Type::kQ5_0:
     case Type::kQ5_1:
+    case Type::kQ2_K:
+    case Type::kQ3_K:
     case Type::kQ4_K:
     case Type::kQ5_K:
     case Type::kQ6_K:

@@ -24,6 +24,8 @@ constexpr TypeTraits kTraits[kTypeCount] = {
     {"q4_1", kQK5, sizeof(BlockQ4_1), true},
     {"q5_0", kQK5, sizeof(BlockQ5_0), true},
     {"q5_1", kQK5, sizeof(BlockQ5_1), true},
+    {"q2_K", kQK_K, sizeof(BlockQ2_K), true},
+    {"q3_K", kQK_K, sizeof(BlockQ3_K), true},
 };
 
 // Returned for out-of-range values so that describing a corrupt tensor never
@@ -255,6 +257,12 @@ void RowToFloat(Type type, const void* src, float* dst, int64_t n) {
     case Type::kQ5_1:
       DequantizeRowQ5_1(static_cast<const BlockQ5_1*>(src), dst, n);
       return;
+    case Type::kQ2_K:
+      DequantizeRowQ2_K(static_cast<const BlockQ2_K*>(src), dst, n);
+      return;
+    case Type::kQ3_K:
+      DequantizeRowQ3_K(static_cast<const BlockQ3_K*>(src), dst, n);
+      return;
   }
 }
 
@@ -306,6 +314,12 @@ void RowFromFloat(Type type, const float* src, void* dst, int64_t n) {
       return;
     case Type::kQ5_1:
       QuantizeRowQ5_1(src, static_cast<BlockQ5_1*>(dst), n);
+      return;
+    case Type::kQ2_K:
+      QuantizeRowQ2_K(src, static_cast<BlockQ2_K*>(dst), n);
+      return;
+    case Type::kQ3_K:
+      QuantizeRowQ3_K(src, static_cast<BlockQ3_K*>(dst), n);
       return;
   }
 }

@@ -25,8 +25,11 @@ enum class Type : int32_t {
   kQ4_1 = 10,  // block_q4_1: fp16 scale and minimum + 16 bytes (20 / 32)
   kQ5_0 = 11,  // block_q5_0: fp16 scale + 4 bytes of fifth bits + 16 (22)
   kQ5_1 = 12,  // block_q5_1: fp16 scale and minimum + 4 + 16 (24 / 32)
+  // ggml's 2- and 3-bit K-quants (graph/kquant.h):
+  kQ2_K = 13,  // block_q2_K: 84 bytes / 256
+  kQ3_K = 14,  // block_q3_K: 110 bytes / 256
 };
-inline constexpr int kTypeCount = 13;
+inline constexpr int kTypeCount = 15;
 
 struct TypeTraits {
   std::string_view name;
@@ -42,9 +45,10 @@ const TypeTraits& Traits(Type type);
 inline std::string_view TypeName(Type type) { return Traits(type).name; }
 // The type whose TypeName is `name` ("f16", "q8_0", "q4_K", ...), if any.
 std::optional<Type> TypeNamed(std::string_view name);
-// Whether `type` is one of ggml's K-quants (Q4_K, Q5_K, Q6_K).
+// Whether `type` is one of ggml's K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 inline bool IsKQuant(Type type) {
-  return type == Type::kQ4_K || type == Type::kQ5_K || type == Type::kQ6_K;
+  return type == Type::kQ2_K || type == Type::kQ3_K || type == Type::kQ4_K ||
+         type == Type::kQ5_K || type == Type::kQ6_K;
 }
 // Bytes of `n` values of `type`; `n` must be a multiple of the block size.
 size_t RowSize(Type type, int64_t n);

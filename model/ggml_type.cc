@@ -12,7 +12,7 @@ namespace {
 constexpr int64_t kQK_K = 256;
 
 // A new tessera Type needs its ggml id in the two mappings below.
-static_assert(kTypeCount == 13);
+static_assert(kTypeCount == 15);
 
 struct Entry {
   int32_t id;
@@ -109,6 +109,10 @@ absl::StatusOr<Type> TesseraTypeFromGgml(int32_t id) {
       return Type::kQ5_0;
     case kGgmlQ5_1:
       return Type::kQ5_1;
+    case kGgmlQ2_K:
+      return Type::kQ2_K;
+    case kGgmlQ3_K:
+      return Type::kQ3_K;
     case kGgmlQ4_K:
       return Type::kQ4_K;
     case kGgmlQ5_K:
@@ -143,6 +147,10 @@ int32_t GgmlTypeFromTessera(Type type) {
       return kGgmlQ5_0;
     case Type::kQ5_1:
       return kGgmlQ5_1;
+    case Type::kQ2_K:
+      return kGgmlQ2_K;
+    case Type::kQ3_K:
+      return kGgmlQ3_K;
     case Type::kQ4_K:
       return kGgmlQ4_K;
     case Type::kQ5_K:

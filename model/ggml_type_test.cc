@@ -40,6 +40,8 @@ TEST(GgmlTypeTest, IdsAreGgmls) {
   EXPECT_EQ(GgmlTypeFromTessera(Type::kQ4_1), 3);
   EXPECT_EQ(GgmlTypeFromTessera(Type::kQ5_0), 6);
   EXPECT_EQ(GgmlTypeFromTessera(Type::kQ5_1), 7);
+  EXPECT_EQ(GgmlTypeFromTessera(Type::kQ2_K), 10);
+  EXPECT_EQ(GgmlTypeFromTessera(Type::kQ3_K), 11);
   EXPECT_EQ(*TesseraTypeFromGgml(kGgmlQ4_K), Type::kQ4_K);
   EXPECT_EQ(*TesseraTypeFromGgml(kGgmlQ5_K), Type::kQ5_K);
   EXPECT_EQ(*TesseraTypeFromGgml(kGgmlQ6_K), Type::kQ6_K);
@@ -54,10 +56,10 @@ TEST(GgmlTypeTest, UnknownTypesAreReportedByNumber) {
   EXPECT_EQ(FindGgmlTypeLayout(-1), nullptr);
   EXPECT_EQ(GgmlTypeName(99), "ggml type 99");
   EXPECT_EQ(GgmlTypeName(kGgmlQ4_K), "q4_K (12)");
-  constexpr int32_t kGgmlQ2_K = 10;  // a type tessera does not have
-  absl::StatusOr<Type> q2k = TesseraTypeFromGgml(kGgmlQ2_K);
-  EXPECT_EQ(q2k.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(q2k.status().message(), "q2_K (10) has no tessera type");
+  constexpr int32_t kGgmlQ8_1 = 9;  // a type tessera does not have
+  absl::StatusOr<Type> q81 = TesseraTypeFromGgml(kGgmlQ8_1);
+  EXPECT_EQ(q81.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(q81.status().message(), "q8_1 (9) has no tessera type");
   EXPECT_EQ(TesseraTypeFromGgml(99).status().message(),
             "ggml type 99 has no tessera type");
 }

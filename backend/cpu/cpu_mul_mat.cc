@@ -59,6 +59,8 @@ Path PathFor(const Tensor& node) {
     case Type::kQ4_1:
     case Type::kQ5_0:
     case Type::kQ5_1:
+    case Type::kQ2_K:
+    case Type::kQ3_K:
     case Type::kQ4_K:
     case Type::kQ5_K:
     case Type::kQ6_K:
@@ -201,14 +203,20 @@ QuantMatMulFn QuantKernel(const CpuKernels& kernels, Type type) {
       return kernels.mul_mat_q5_0;
     case Type::kQ5_1:
       return kernels.mul_mat_q5_1;
+    case Type::kQ2_K:
+      return kernels.mul_mat_q2_k;
+    case Type::kQ3_K:
+      return kernels.mul_mat_q3_k;
     case Type::kQ4_K:
       return kernels.mul_mat_q4_k;
     case Type::kQ5_K:
       return kernels.mul_mat_q5_k;
     case Type::kQ6_K:
       return kernels.mul_mat_q6_k;
-    default:
+    case Type::kQ4_0:
       return kernels.mul_mat_q4_0;
+    default:
+      return nullptr;  // not a Path::kQuant type
   }
 }
 

@@ -43,7 +43,7 @@ inline size_t KActRowBytes(int64_t k) {
 
 // A product of quantized weights and quantized activation rows: rows of
 // 32-value blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) of k values with
-// ActRowBytes rows; Q4_K, Q5_K or Q6_K rows
+// ActRowBytes rows; K-quant (Q2_K to Q6_K) rows
 // (k a multiple of 256) with KActRowBytes rows. For r < rows and c < cols,
 //   dst[c * dst_col_stride + r] = dot(weight row r, activation row c).
 struct QuantMatMulArgs {
@@ -128,6 +128,8 @@ struct CpuKernels {
   void (*mul_mat_q5_0)(const QuantMatMulArgs& args);
   void (*mul_mat_q5_1)(const QuantMatMulArgs& args);
   // K-quant weights against K activation rows.
+  void (*mul_mat_q2_k)(const QuantMatMulArgs& args);
+  void (*mul_mat_q3_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q4_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q5_k)(const QuantMatMulArgs& args);
   void (*mul_mat_q6_k)(const QuantMatMulArgs& args);

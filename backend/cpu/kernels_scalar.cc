@@ -162,6 +162,36 @@ void Unpack(const BlockQ6_K& b, KSuper& u) {
   }
 }
 
+// Q2_K and Q3_K: two bits of value 128h + 32j + l in bits 2j of
+// qs[32h + l]; Q3_K's third bit is bit 4h + j of hmask[l].
+void Unpack(const BlockQ2_K& b, KSuper& u) {
+  for (int v = 0; v < kQK_K; ++v) {
+    u.level[v] = static_cast<uint8_t>(
+        (b.qs[32 * (v / 128) + v % 32] >> (2 * ((v % 128) / 32))) & 3);
+  }
+  u.d = Fp16ToFp32(b.d);
+  u.f = Fp16ToFp32(b.dmin);
+  for (int g = 0; g < 16; ++g) {
+    u.scale[g] = static_cast<int16_t>(b.scales[g] & 0x0F);
+    u.offset[g] = static_cast<int16_t>(b.scales[g] >> 4);
+  }
+}
+
+void Unpack(const BlockQ3_K& b, KSuper& u) {
+  for (int v = 0; v < kQK_K; ++v) {
+    const int h = v / 128, j = (v % 128) / 32, l = v % 32;
+    const int low = (b.qs[32 * h + l] >> (2 * j)) & 3;
+    const int high = (b.hmask[l] >> (4 * h + j)) & 1;
+    u.level[v] = static_cast<uint8_t>(low | (high << 2));
+  }
+  u.d = u.f = Fp16ToFp32(b.d);
+  for (int g = 0; g < 16; ++g) {
+    const int scale = UnpackQ3KScale(b.scales, g) - 32;
+    u.scale[g] = static_cast<int16_t>(scale);
+    u.offset[g] = static_cast<int16_t>(4 * scale);
+  }
+}
+
 // Per super-block i against activation scale da and group sums s:
 //   da * (d * sum_g scale[g] * dot(group g) - f * sum_g offset[g] * s[g]).
 template <typename Block>
@@ -280,6 +310,8 @@ const CpuKernels kKernels = {
     .mul_mat_q4_1 = MulMatQuant<BlockQ4_1>,
     .mul_mat_q5_0 = MulMatQuant<BlockQ5_0>,
     .mul_mat_q5_1 = MulMatQuant<BlockQ5_1>,
+    .mul_mat_q2_k = MulMatKQuant<BlockQ2_K>,
+    .mul_mat_q3_k = MulMatKQuant<BlockQ3_K>,
     .mul_mat_q4_k = MulMatKQuant<BlockQ4_K>,
     .mul_mat_q5_k = MulMatKQuant<BlockQ5_K>,
     .mul_mat_q6_k = MulMatKQuant<BlockQ6_K>,

@@ -357,10 +357,15 @@ bool SameShape(const KTensor& a, const KTensor& b) {
 
 bool HostIsQuantized(int32_t type) { return type == kQ8_0 || type == kQ4_0; }
 
+// Types the kernels read but have no quantizer for (CudaSupportsNode keeps
+// writes of them off the device).
+bool HostReadOnly(int32_t type) { return IsKQuant(type) || IsBlockQuant(type); }
+
 }  // namespace
 
 cudaError_t Copy(const KTensor& dst, const KTensor& src, cudaStream_t stream) {
   if (IsEmpty(dst)) return cudaSuccess;
+  if (HostReadOnly(dst.type)) return cudaErrorInvalidValue;
   const int64_t rows = NumRows(dst);
   if (ConvertFlatFits(dst, src)) {
     const int64_t n4 = NumValues(dst) / 4;
@@ -394,6 +399,7 @@ cudaError_t GetRows(const KTensor& dst, const KTensor& a, const KTensor& idx,
 cudaError_t SetRows(const KTensor& dst, const KTensor& b, const KTensor& idx,
                     int32_t op, KernelError* error, cudaStream_t stream) {
   if (IsEmpty(b)) return cudaSuccess;
+  if (HostReadOnly(dst.type)) return cudaErrorInvalidValue;
   const int64_t rows = NumRows(b);
   if (HostIsQuantized(dst.type)) {
     const int64_t total = rows * (b.ne[0] / kQK);

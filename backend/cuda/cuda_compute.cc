@@ -32,6 +32,8 @@ static_assert(static_cast<int32_t>(Type::kI64) == cuda_kernels::kI64);
 static_assert(static_cast<int32_t>(Type::kQ4_1) == cuda_kernels::kQ4_1);
 static_assert(static_cast<int32_t>(Type::kQ5_0) == cuda_kernels::kQ5_0);
 static_assert(static_cast<int32_t>(Type::kQ5_1) == cuda_kernels::kQ5_1);
+static_assert(static_cast<int32_t>(Type::kQ2_K) == cuda_kernels::kQ2_K);
+static_assert(static_cast<int32_t>(Type::kQ3_K) == cuda_kernels::kQ3_K);
 
 // Kernels index dimensions and rows with 32-bit integers.
 constexpr int64_t kIndexLimit = int64_t{1} << 31;
@@ -40,7 +42,7 @@ bool Valid(const Tensor* t) {
   return t != nullptr && IsValidType(static_cast<int32_t>(t->type));
 }
 
-// The kernels read K-quants (Q4_K, Q5_K, Q6_K) and Q4_1, Q5_0 and Q5_1
+// The kernels read K-quants (Q2_K to Q6_K) and Q4_1, Q5_0 and Q5_1
 // but have no quantizer for them: no node but a view writes one.
 bool WritesReadOnlyType(const Tensor& node) {
   const bool read_only = IsKQuant(node.type) || node.type == Type::kQ4_1 ||

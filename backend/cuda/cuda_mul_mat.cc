@@ -57,6 +57,8 @@ Plan MakePlan(const Tensor& node) {
     case Type::kQ4_1:
     case Type::kQ5_0:
     case Type::kQ5_1:
+    case Type::kQ2_K:
+    case Type::kQ3_K:
     case Type::kQ4_K:
     case Type::kQ5_K:
     case Type::kQ6_K:

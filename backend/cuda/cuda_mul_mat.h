@@ -9,8 +9,8 @@
 //     own type (quantized blocks dequantized on the fly) and b as it lies.
 //  2. Otherwise cuBLAS (cublasGemmStridedBatchedEx, fp32 accumulation):
 //     - the compute type is a's for F32, F16 and BF16 (tensor cores for
-//       the 16-bit types), F16 for Q8_0, Q4_0 and the K-quants (Q4_K,
-//       Q5_K, Q6_K), F32 for I32;
+//       the 16-bit types), F16 for the quantized types (32-value
+//       blocks and K-quants), F32 for I32;
 //     - a is used in place when it has that type and its rows are
 //       contiguous with element-multiple strides, else it is converted
 //       (dequantized) into scratch as a contiguous matrix;

@@ -17,7 +17,7 @@
 namespace tessera::cuda_kernels {
 
 inline constexpr int kWarpSize = 32;
-inline constexpr int kQK = 32;  // values per Q8_0 / Q4_0 block
+inline constexpr int kQK = 32;  // values per Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 block
 inline constexpr int kQ8Bytes = 34;
 inline constexpr int kQ4Bytes = 18;
 
@@ -58,24 +58,52 @@ __device__ __forceinline__ float BlockScale(const char* block) {
 }
 
 // K-quant super-blocks (graph/kquant.h has the layouts): 256 values in
-// 144 (Q4_K), 176 (Q5_K) or 210 (Q6_K) bytes.
+// 84 (Q2_K), 110 (Q3_K), 144 (Q4_K), 176 (Q5_K) or 210 (Q6_K) bytes.
 inline constexpr int kQK_K = 256;
 
 __host__ __device__ __forceinline__ bool IsKQuant(int32_t type) {
-  return type == kQ4_K || type == kQ5_K || type == kQ6_K;
+  return type == kQ2_K || type == kQ3_K || type == kQ4_K || type == kQ5_K ||
+         type == kQ6_K;
 }
 
 __host__ __device__ __forceinline__ int KBlockBytes(int32_t type) {
-  return type == kQ4_K ? 144 : type == kQ5_K ? 176 : 210;
+  switch (type) {
+    case kQ2_K:
+      return 84;
+    case kQ3_K:
+      return 110;
+    case kQ4_K:
+      return 144;
+    case kQ5_K:
+      return 176;
+    default:
+      return 210;
+  }
 }
 
 // The factor and offset of the sub-block holding value j (0..255) of a
 // K-quant super-block: value = factor * KLevel(...) - offset. Q4_K/Q5_K:
 // the 6-bit scale and min of sub-block j / 32 unpacked from bytes 4..15;
-// Q6_K: d times the int8 scale of j / 16, no offset.
+// Q2_K: d and dmin times the 4-bit scale and min of j / 16; Q3_K and
+// Q6_K: d times the scale of j / 16, no offset.
 __device__ __forceinline__ float2 KFactors(int32_t type, const char* block,
                                            int j) {
   const uint8_t* p = reinterpret_cast<const uint8_t*>(block);
+  if (type == kQ2_K) {
+    const uint8_t sc = p[j / 16];
+    const float d = __half2float(*reinterpret_cast<const __half*>(block + 80));
+    const float dmin =
+        __half2float(*reinterpret_cast<const __half*>(block + 82));
+    return make_float2(d * (sc & 0x0F), dmin * (sc >> 4));
+  }
+  if (type == kQ3_K) {
+    const uint8_t* packed = p + 96;
+    const int g = j / 16;
+    const int low = g < 8 ? packed[g] & 0x0F : packed[g - 8] >> 4;
+    const int high = (packed[8 + g % 4] >> (2 * (g / 4))) & 3;
+    const float d = __half2float(*reinterpret_cast<const __half*>(block + 108));
+    return make_float2(d * ((low | (high << 4)) - 32), 0.0f);
+  }
   if (type == kQ6_K) {
     const float d = __half2float(*reinterpret_cast<const __half*>(block + 208));
     return make_float2(d * static_cast<int8_t>(p[192 + j / 16]), 0.0f);
@@ -95,10 +123,21 @@ __device__ __forceinline__ float2 KFactors(int32_t type, const char* block,
   return make_float2(d * sc, dmin * m);
 }
 
-// The level of value j (0..255) of a K-quant super-block: 0..15 (Q4_K),
-// 0..31 (Q5_K) or -32..31 (Q6_K).
+// The level of value j (0..255) of a K-quant super-block: 0..3 (Q2_K),
+// -4..3 (Q3_K), 0..15 (Q4_K), 0..31 (Q5_K) or -32..31 (Q6_K).
 __device__ __forceinline__ int KLevel(int32_t type, const char* block, int j) {
   const uint8_t* p = reinterpret_cast<const uint8_t*>(block);
+  if (type == kQ2_K || type == kQ3_K) {
+    // Bits 2t of qs[32h + l] for value 128h + 32t + l; Q3_K's third bit is
+    // bit 4h + t of hmask[l].
+    const int h = j / 128;
+    const int t = (j % 128) / 32;
+    const int l = j % 32;
+    const int qs = type == kQ2_K ? 16 : 32;
+    const int low = (p[qs + 32 * h + l] >> (2 * t)) & 3;
+    if (type == kQ2_K) return low;
+    return (low | (((p[l] >> (4 * h + t)) & 1) << 2)) - 4;
+  }
   if (type == kQ6_K) {
     const int h = j / 128;
     const int t = (j % 128) / 32;

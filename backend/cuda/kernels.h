@@ -37,6 +37,8 @@ enum KType : int32_t {
   kQ4_1 = 10,
   kQ5_0 = 11,
   kQ5_1 = 12,
+  kQ2_K = 13,  // 256-value super-blocks; read, not written
+  kQ3_K = 14,
 };
 
 // A tensor as kernels see it: device address, type, shape, byte strides.
@@ -125,10 +127,12 @@ cudaError_t FlashAttn(const KTensor& dst, const KTensor& q, const KTensor& k,
 // Copies the values of `src` into `dst` (same element count) in row-major
 // order: bit copies for equal types, through float otherwise, quantizing
 // into Q8_0/Q4_0 (ne[0] a multiple of 32) as graph/type.h's quantizers do.
-// K-quant sources are dequantized; K-quant destinations are not supported.
+// K-quant, Q4_1, Q5_0 and Q5_1 sources are dequantized; such destinations
+// are cudaErrorInvalidValue.
 cudaError_t Copy(const KTensor& dst, const KTensor& src, cudaStream_t stream);
 // GET_ROWS and SET_ROWS; an index out of range is reported in `error`
-// (tagged with `op`) and its row is skipped.
+// (tagged with `op`) and its row is skipped. SET_ROWS into a type Copy does
+// not write is cudaErrorInvalidValue.
 cudaError_t GetRows(const KTensor& dst, const KTensor& a, const KTensor& idx,
                     int32_t op, KernelError* error, cudaStream_t stream);
 cudaError_t SetRows(const KTensor& dst, const KTensor& b, const KTensor& idx,

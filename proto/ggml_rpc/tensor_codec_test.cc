@@ -114,7 +114,7 @@ TEST(TensorCodecTest, RefusesWhatItCannotMap) {
   t = node;
   t.op = 2;
   t.src[1] = 10;
-  t.type = 10;  // Q2_K
+  t.type = 9;  // Q8_1
   refuse(t, "unsupported type");
 
   std::vector<uint8_t> payload = Payload({30}, {leaf, node});

@@ -13,8 +13,9 @@ Shapes in graphs are ggml's `ne`, innermost first (see tessera.graph).
 """
 
 from .types import (BF16, F16, F32, FLAG_INPUT, FLAG_OUTPUT, FLAG_PARAM, I32,
-                    Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, ROPE_NEOX,
-                    ROPE_NORMAL, GluOp, Op, SortOrder, Type, UnaryOp)
+                    Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0,
+                    ROPE_NEOX, ROPE_NORMAL, GluOp, Op, SortOrder, Type,
+                    UnaryOp)
 from .graph import Graph, GraphError, Tensor
 from .client import (PROTOCOL_VERSION, Buffer, Client, RegisteredGraph,
                      TesseraError)

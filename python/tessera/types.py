@@ -22,12 +22,15 @@ class Type(enum.IntEnum):
     Q4_1 = 10  # ggml block_q4_1: fp16 scale, fp16 minimum + 16 bytes (20 / 32)
     Q5_0 = 11  # ggml block_q5_0: fp16 scale + 4 bytes fifth bits + 16 (22)
     Q5_1 = 12  # ggml block_q5_1: fp16 scale, fp16 minimum + 4 + 16 (24)
+    Q2_K = 13  # 84 bytes / 256 values
+    Q3_K = 14  # 110 bytes / 256 values
 
 
 F32, F16, BF16, I32 = Type.F32, Type.F16, Type.BF16, Type.I32
 Q8_0, Q4_0, Q4_K, Q5_K, Q6_K = (Type.Q8_0, Type.Q4_0, Type.Q4_K, Type.Q5_K,
                                 Type.Q6_K)
 Q4_1, Q5_0, Q5_1 = Type.Q4_1, Type.Q5_0, Type.Q5_1
+Q2_K, Q3_K = Type.Q2_K, Type.Q3_K
 
 # (values per block, bytes per block, quantized), as graph/type.cc's table.
 _TRAITS = {
@@ -44,6 +47,8 @@ _TRAITS = {
     Type.Q4_1: (32, 20, True),
     Type.Q5_0: (32, 22, True),
     Type.Q5_1: (32, 24, True),
+    Type.Q2_K: (256, 84, True),
+    Type.Q3_K: (256, 110, True),
 }
 
 # numpy dtypes of the types numpy holds natively. The others (BF16 and the

@@ -33,6 +33,8 @@ double NmseForType(Type type) {
     case Type::kQ5_0:
     case Type::kQ5_1:
       return kNmseQ4_0Out;
+    case Type::kQ2_K:
+    case Type::kQ3_K:
     case Type::kQ4_K:
     case Type::kQ5_K:
     case Type::kQ6_K:
@@ -70,6 +72,8 @@ constexpr Type kQ4_0 = Type::kQ4_0;
 constexpr Type kQ4_1 = Type::kQ4_1;
 constexpr Type kQ5_0 = Type::kQ5_0;
 constexpr Type kQ5_1 = Type::kQ5_1;
+constexpr Type kQ2_K = Type::kQ2_K;
+constexpr Type kQ3_K = Type::kQ3_K;
 constexpr Type kQ4_K = Type::kQ4_K;
 constexpr Type kQ5_K = Type::kQ5_K;
 constexpr Type kQ6_K = Type::kQ6_K;
@@ -922,7 +926,7 @@ void AddFlashAttnCases(CaseList& cases) {
   }
 }
 
-// The K-quants (Q4_K, Q5_K, Q6_K; rows of whole 256-value super-blocks):
+// The K-quants (Q2_K to Q6_K; rows of whole 256-value super-blocks):
 // MUL_MAT with K-quant weights at k = 256 and 512 for n = 1, 3 and 8 (and
 // with broadcast and strided weights), GET_ROWS from K-quant tables, and
 // CPY to and from F32.
@@ -943,7 +947,7 @@ void AddKQuantCases(CaseList& cases) {
     int64_t n;
     Layout layout;
   } gets[] = {{{256, 10, 2, 1}, 4, kC}, {{512, 6, 1, 1}, 6, kS}};
-  for (Type t : {kQ4_K, kQ5_K, kQ6_K}) {
+  for (Type t : {kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K}) {
     for (const MulMatVariant& v : mul_mats) {
       const Shape na = {v.k, v.m, v.a_batch[0], v.a_batch[1]};
       const Shape nb = {v.k, v.n, v.b_batch[0], v.b_batch[1]};

@@ -35,7 +35,10 @@
 //    weights round activations per 256 values, as ggml's Q8_K does, whose
 //    largest value is ~3 RMS rather than ~2.3: 1.3x the error per product
 //    of the above (~2% RMS), bound 5e-2 as well; measured 2.1-2.6e-2.
-//  - Q8_0, Q4_0, Q5_0 and Q5_1 KV caches (F32 weights, 128 wide so that a
+//    Q3_K matrices with the others in Q2_K: the same activation rounding
+//    (the reference runs on the dequantized 2- and 3-bit weights),
+//    measured 2.1-2.3e-2.
+//  - Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 KV caches (F32 weights, 128 wide so that a
 //    head is one 32-value block): the reference passes K and V through the
 //    same quantizers in float32, so what remains is float32 against float64
 //    arithmetic and the rare value that this moves across a rounding
@@ -364,12 +367,17 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"q5_0", kGgmlQ5_0, kGgmlQ5_1, 64, 96, 5e-2, false},
         Variant{"q4_1", kGgmlQ4_1, kGgmlQ4_1, 64, 96, 5e-2, false},
         Variant{"q4_k_m", kGgmlQ4_K, kGgmlQ6_K, 512, 512, 5e-2, false},
+        // Q3_K matrices with Q2_K where the others stay wider: the
+        // reference's own 2- and 3-bit dequantizers.
+        Variant{"q3_k_q2_k", kGgmlQ3_K, kGgmlQ2_K, 512, 512, 5e-2, false},
         // Quantized KV caches (heads of 32 values, one block):
         // the reference stores K and V through the same quantizers.
         Variant{"f32_q8_0_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
                 Type::kQ8_0},
         Variant{"f32_q4_0_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
                 Type::kQ4_0},
+        Variant{"f32_q4_1_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
+                Type::kQ4_1},
         Variant{"f32_q5_0_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,
                 Type::kQ5_0},
         Variant{"f32_q5_1_cache", kGgmlF32, kGgmlF32, 128, 96, 1e-3, true,

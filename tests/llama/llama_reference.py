@@ -95,6 +95,34 @@ def dequantize(ggml_type, raw, count):
             return (d * (q - 16.0)).reshape(-1)
         m = blocks[:, 2:4].copy().view("<f2").astype(np.float64)
         return (d * q + m).reshape(-1)
+    if ggml_type in (10, 11):  # Q2_K, Q3_K: 16 sub-blocks of 16
+        # Value 128h + 32j + l: bits 2j of qs[32h + l]; Q3_K's third bit is
+        # bit 4h + j of hmask[l].
+        size = 84 if ggml_type == 10 else 110
+        blocks = np.frombuffer(raw, dtype=np.uint8,
+                               count=count // 256 * size).reshape(-1, size)
+        at = 16 if ggml_type == 10 else 32
+        qs = blocks[:, at:at + 64].reshape(-1, 2, 1, 32).astype(np.int64)
+        shifts = np.arange(4).reshape(1, 1, 4, 1)
+        q = ((qs >> (2 * shifts)) & 3).reshape(-1, 16, 16)
+        if ggml_type == 10:
+            # scales[g]: scale in the low nibble, min in the high one.
+            sc = blocks[:, 0:16].astype(np.float64)
+            d = blocks[:, 80:82].copy().view("<f2").astype(np.float64)
+            dmin = blocks[:, 82:84].copy().view("<f2").astype(np.float64)
+            values = (d[:, :, None] * (sc % 16)[:, :, None] * q
+                      - dmin[:, :, None] * (sc // 16)[:, :, None])
+            return values.reshape(-1)
+        hm = blocks[:, 0:32].reshape(-1, 1, 1, 32).astype(np.int64)
+        hbits = (4 * np.arange(2).reshape(1, 2, 1, 1) + shifts)
+        q = q | (((hm >> hbits) & 1).reshape(-1, 16, 16) << 2)
+        packed = blocks[:, 96:108].astype(np.int64)
+        g = np.arange(16)
+        low = np.where(g < 8, packed[:, g % 8] & 0x0F, packed[:, g % 8] >> 4)
+        high = (packed[:, 8 + g % 4] >> (2 * (g // 4))) & 3
+        scale = (low | (high << 4)) - 32.0
+        d = blocks[:, 108:110].copy().view("<f2").astype(np.float64)
+        return (d[:, :, None] * scale[:, :, None] * (q - 4.0)).reshape(-1)
     if ggml_type == 12:  # Q4_K: super-blocks of 256 in 8 sub-blocks of 32
         blocks = np.frombuffer(raw, dtype=np.uint8,
                                count=count // 256 * 144).reshape(-1, 144)
