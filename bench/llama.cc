@@ -57,7 +57,7 @@
 //   bazel run -c opt //bench:llama [-- --layers=N --dim=N --ff=N --heads=N
 //       --kv_heads=N --vocab=N --prompt=N --decode=N --ubatch=N --rounds=N
 //       --types=f16,q8_0,q4_0,q4_k --modes=local,tp,remote,tp-daemons,gpu
-//       --cache_type=f16|f32|bf16|q8_0|q4_0 --tesserad=PATH]
+//       --cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1 --tesserad=PATH]
 //
 // A LLaMA-3.2-1B-like shape: --layers=16 --dim=2048 --ff=8192 --heads=32
 // --kv_heads=8 --vocab=32000 (1.1 B parameters; the vocabulary is smaller
@@ -89,6 +89,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -153,16 +154,19 @@ int64_t ParameterCount(const Config& c) {
   return c.layers * per_layer + 2 * c.vocab * c.dim + c.dim;
 }
 
-// ggml type id of a --types name.
+// ggml type id of a --types name: f16 or a quantized type's name in lower
+// case ("q8_0", "q4_k", ...).
 absl::StatusOr<int32_t> GgmlTypeByName(const std::string& name) {
-  if (name == "f16") return kGgmlF16;
-  if (name == "q8_0") return kGgmlQ8_0;
-  if (name == "q4_0") return kGgmlQ4_0;
-  if (name == "q4_k") return kGgmlQ4_K;
-  if (name == "q5_k") return kGgmlQ5_K;
-  if (name == "q6_k") return kGgmlQ6_K;
+  for (int32_t i = 0; i < kTypeCount; ++i) {
+    const Type type = static_cast<Type>(i);
+    if ((type == Type::kF16 || Traits(type).is_quantized) &&
+        absl::AsciiStrToLower(std::string(TypeName(type))) == name) {
+      return GgmlTypeFromTessera(type);
+    }
+  }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown type \"", name, "\" (f16, q8_0, q4_0, q4_k, q5_k, q6_k)"));
+      "unknown type \"", name, "\" (f16 or a quantized type: q8_0, q4_0, "
+      "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k)"));
 }
 
 // Uniform values of variance scale^2 from a splitmix64 stream seeded by
@@ -1182,13 +1186,13 @@ int main(int argc, char** argv) {
         stderr,
         "usage: llama [--layers=N] [--dim=N] [--ff=N] [--heads=N] "
         "[--kv_heads=N] [--vocab=N] [--prompt=N] [--decode=N] [--ubatch=N] "
-        "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k,q5_k,q6_k] "
+        "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k,... (f16 or quantized)] "
         "[--modes=local,tp,remote,tp-daemons,gpu (each once; the first is the "
-        "reference)] [--cache_type=f16|f32|bf16|q8_0|q4_0] "
+        "reference)] [--cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] "
         "[--tesserad=PATH]\n"
         "heads divides dim, kv_heads (>= 2) divides heads; dim, ff and "
-        "dim / kv_heads are multiples of the block size (32 for q8_0 and "
-        "q4_0, 256 for the k-quants)\n");
+        "dim / kv_heads are multiples of the block size (32, or 256 for the "
+        "k-quants)\n");
     return 2;
   }
   if (absl::Status s = tessera::bench::Main(c); !s.ok()) {

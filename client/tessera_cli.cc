@@ -9,7 +9,8 @@
 //                                    default 256 MiB)
 //   tessera run --model=FILE.gguf --prompt_tokens=1,2,3 [--n_predict=16]
 //       [--remote=HOST:PORT[,HOST:PORT...]] [--pp=P] [--tp=N] [--threads=N]
-//       [--n_ctx=N] [--n_ubatch=N] [--cache_type=f16|f32|bf16|q8_0|q4_0]
+//       [--n_ctx=N] [--n_ubatch=N]
+//       [--cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1]
 //                                    greedy generation with a LLaMA GGUF
 //                                    model, locally (one CPU device; P with
 //                                    layers spread over them; tensor
@@ -79,7 +80,8 @@ constexpr char kUsage[] =
     "[--threads=N] "
     "[--n_ctx=N] "
     "[--n_ubatch=N]\n"
-    "           [--cache_type=f16|f32|bf16|q8_0|q4_0]  (the KV cache's type)\n"
+    "           [--cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1]\n"
+    "             (the KV cache's type)\n"
     "flags (or TESSERA_<NAME> in the environment):\n"
     "  --target=HOST:PORT      daemon address (default 127.0.0.1:50051)\n"
     "  --device=NAME           device for upload and bench (default: first)\n"
