@@ -871,7 +871,8 @@ absl::Status Main(const Options& options) {
   };
   std::vector<MemoryRow> rows;
   for (Type type : {Type::kQ8_0, Type::kQ4_0, Type::kQ4_1, Type::kQ5_0,
-                    Type::kQ5_1, Type::kQ4_K, Type::kQ5_K, Type::kQ6_K}) {
+                    Type::kQ5_1, Type::kQ2_K, Type::kQ3_K, Type::kQ4_K,
+                    Type::kQ5_K, Type::kQ6_K}) {
     rows.push_back(
         {absl::StrFormat("MUL_MAT %s m=4096 n=1 k=14336", TypeName(type)),
          [&bench, type](std::string_view name) {

@@ -2,6 +2,8 @@
 // float, quantization), GET_ROWS, SET_ROWS, CONCAT, and the merge of kernel
 // error records.
 
+#include <cfloat>
+
 #include "backend/cuda/kernel_common.cuh"
 
 namespace tessera::cuda_kernels {
@@ -46,14 +48,59 @@ __device__ __forceinline__ float FlatValue(const KTensor& src, int64_t flat) {
   return LoadValue(src, RowPtr(src, i1, i2, i3), i0);
 }
 
+// Writes a block's fp16 field at `at` (2-byte aligned).
+__device__ __forceinline__ void StoreHalf(char* at, float v) {
+  *reinterpret_cast<__half*>(at) = __float2half_rn(v);
+}
+
+// Packs the warp's 32 levels (lane j holding level j) into a block's nibbles
+// `qs` (value j's low 4 bits in the low nibble of qs[j], value j + 16's in
+// the high one) and, for the 5-bit types, the fifth bits into the
+// little-endian word at `qh` (bit j from lane j), as graph/block_quant.h
+// lays them out. `qh` is null for 4-bit levels.
+__device__ __forceinline__ void PackLevels(uint32_t q, char* qs, char* qh,
+                                           int lane) {
+  const uint32_t high = __shfl_down_sync(0xffffffffu, q, 16);
+  const uint32_t fifth = __ballot_sync(0xffffffffu, (q >> 4) & 1u);
+  if (lane < 16) qs[lane] = static_cast<char>((q & 0x0Fu) | ((high & 0x0Fu) << 4));
+  if (qh != nullptr && lane < 4) qh[lane] = static_cast<char>(fifth >> (8 * lane));
+}
+
+// The level trunc(v) clamped to [0, top] (NaN becomes 0).
+__device__ __forceinline__ uint32_t Level(float v, float top) {
+  return static_cast<uint32_t>(fminf(fmaxf(v, 0.0f), top));
+}
+
+// The affine fit of Q4_1 (top 15) and Q5_1 (top 31), as graph/block_quant.cc
+// does: d = (max - min) / top, q = trunc((x - min) / d + 0.5); NaNs never
+// become the minimum or maximum, and a block without finite bounds keeps
+// the host's starting values (FLT_MAX, -FLT_MAX).
+__device__ __forceinline__ void QuantizeAffine(float x, float top, char* block,
+                                               char* qh, int lane) {
+  const float lo = WarpMin(fminf(x, FLT_MAX));
+  const float hi = WarpMax(fmaxf(x, -FLT_MAX));
+  const float d = __fdiv_rn(__fsub_rn(hi, lo), top);
+  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  const uint32_t q =
+      Level(__fadd_rn(__fmul_rn(__fsub_rn(x, lo), id), 0.5f), top);
+  if (lane == 0) {
+    StoreHalf(block, d);
+    StoreHalf(block + 2, lo);
+  }
+  PackLevels(q, qh != nullptr ? qh + 4 : block + 4, qh, lane);
+}
+
 // Quantizes one block of 32 values, lane j holding value j, into `block`
-// (warp-collective), as graph/type.h does: Q8_0 d = max|x| / 127, q =
-// round(x / d); Q4_0 d = m / -8 with m the first value of largest
-// magnitude, q = min(15, trunc(x / d + 8.5)). Products are rounded without
-// fused multiply-add so that values on a rounding boundary land as on the
-// host.
+// (warp-collective), as graph/type.h and graph/block_quant.cc do: Q8_0 d =
+// max|x| / 127, q = round(x / d); Q4_0 d = m / -8 with m the first value of
+// largest magnitude, q = min(15, trunc(x / d + 8.5)); Q5_0 alike with
+// d = m / -16 and q = min(31, trunc(x / d + 16.5)); Q4_1 and Q5_1 by their
+// affine fit. Products are rounded without fused multiply-add so that
+// values on a rounding boundary land as on the host.
 __device__ __forceinline__ void QuantizeBlock(int32_t type, float x,
                                               char* block, int lane) {
+  if (type == kQ4_1) return QuantizeAffine(x, 15.0f, block, nullptr, lane);
+  if (type == kQ5_1) return QuantizeAffine(x, 31.0f, block, block + 4, lane);
   const float ax = fabsf(x);
   if (type == kQ8_0) {
     const float amax = WarpMax(ax);
@@ -79,13 +126,13 @@ __device__ __forceinline__ void QuantizeBlock(int32_t type, float x,
   // host, whose strict comparison never picks such a value.
   const float max_value = __shfl_sync(0xffffffffu, x, best_lane);
   const float m = best > 0.0f ? max_value : 0.0f;
-  const float d = m / -8.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  const float qf = fminf(fmaxf(__fadd_rn(__fmul_rn(x, id), 8.5f), 0.0f), 15.0f);
-  const uint32_t q = static_cast<uint32_t>(qf);
-  const uint32_t high = __shfl_down_sync(0xffffffffu, q, 16);
-  if (lane == 0) *reinterpret_cast<__half*>(block) = __float2half_rn(d);
-  if (lane < 16) block[2 + lane] = static_cast<char>(q | (high << 4));
+  const bool five = type == kQ5_0;
+  const float d = __fdiv_rn(m, five ? -16.0f : -8.0f);
+  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  const uint32_t q = Level(__fadd_rn(__fmul_rn(x, id), five ? 16.5f : 8.5f),
+                           five ? 31.0f : 15.0f);
+  if (lane == 0) StoreHalf(block, d);
+  PackLevels(q, block + (five ? 6 : 2), five ? block + 2 : nullptr, lane);
 }
 
 __device__ __forceinline__ int UnitBytes(int32_t type) {
@@ -97,6 +144,10 @@ __device__ __forceinline__ int UnitBytes(int32_t type) {
       return kQ8Bytes;
     case kQ4_0:
       return kQ4Bytes;
+    case kQ4_1:
+    case kQ5_0:
+    case kQ5_1:
+      return BlockQuantBytes(type);
     default:
       return 4;
   }
@@ -355,11 +406,14 @@ bool SameShape(const KTensor& a, const KTensor& b) {
          a.ne[3] == b.ne[3];
 }
 
-bool HostIsQuantized(int32_t type) { return type == kQ8_0 || type == kQ4_0; }
+// The quantized types QuantizeBlock writes.
+bool HostIsQuantized(int32_t type) {
+  return type == kQ8_0 || type == kQ4_0 || IsBlockQuant(type);
+}
 
 // Types the kernels read but have no quantizer for (CudaSupportsNode keeps
 // writes of them off the device).
-bool HostReadOnly(int32_t type) { return IsKQuant(type) || IsBlockQuant(type); }
+bool HostReadOnly(int32_t type) { return IsKQuant(type); }
 
 }  // namespace
 

@@ -42,12 +42,10 @@ bool Valid(const Tensor* t) {
   return t != nullptr && IsValidType(static_cast<int32_t>(t->type));
 }
 
-// The kernels read K-quants (Q2_K to Q6_K) and Q4_1, Q5_0 and Q5_1
-// but have no quantizer for them: no node but a view writes one.
+// The kernels read K-quants (Q2_K to Q6_K) but have no quantizer for them:
+// no node but a view writes one.
 bool WritesReadOnlyType(const Tensor& node) {
-  const bool read_only = IsKQuant(node.type) || node.type == Type::kQ4_1 ||
-                         node.type == Type::kQ5_0 || node.type == Type::kQ5_1;
-  return !IsViewOp(node.op) && read_only;
+  return !IsViewOp(node.op) && IsKQuant(node.type);
 }
 
 // Every dimension and the row count below 2^31.

@@ -9,11 +9,16 @@
 namespace tessera::cuda_kernels {
 namespace {
 
-// GELU, tanh approximation.
+// GELU, tanh approximation, as x sigmoid(2u) (= 0.5 x (1 + tanh(u))) from
+// e^-|2u|: 1 + tanhf(u) loses every bit of a negative x's tiny result to
+// cancellation (GELU(-6) would be -0, not -6e-9).
 __device__ __forceinline__ float Gelu(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   constexpr float kCoefA = 0.044715f;
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+  const float u2 = 2.0f * kSqrt2OverPi * x * (1.0f + kCoefA * x * x);
+  const float t = expf(-fabsf(u2));
+  const float r = 1.0f / (1.0f + t);
+  return x * (u2 >= 0.0f ? r : t * r);
 }
 
 __device__ __forceinline__ float Silu(float x) { return x / (1.0f + expf(-x)); }

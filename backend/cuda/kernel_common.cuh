@@ -268,6 +268,13 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+__device__ __forceinline__ float WarpMin(float v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v = fminf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
 // Sum and max over a block whose blockDim.x is a multiple of 32 (and
 // blockDim.y == 1); every thread gets the result.
 __device__ __forceinline__ float BlockSum(float v) {

@@ -32,8 +32,7 @@ enum KType : int32_t {
   kQ5_K = 7,
   kQ6_K = 8,
   kI64 = 9,  // row ids of GET_ROWS and SET_ROWS
-  // 32-value blocks with an offset or a fifth bit (graph/block_quant.h);
-  // read, not written.
+  // 32-value blocks with an offset or a fifth bit (graph/block_quant.h).
   kQ4_1 = 10,
   kQ5_0 = 11,
   kQ5_1 = 12,
@@ -126,9 +125,9 @@ cudaError_t FlashAttn(const KTensor& dst, const KTensor& q, const KTensor& k,
 // copy.cu
 // Copies the values of `src` into `dst` (same element count) in row-major
 // order: bit copies for equal types, through float otherwise, quantizing
-// into Q8_0/Q4_0 (ne[0] a multiple of 32) as graph/type.h's quantizers do.
-// K-quant, Q4_1, Q5_0 and Q5_1 sources are dequantized; such destinations
-// are cudaErrorInvalidValue.
+// into Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 (ne[0] a multiple of 32) as
+// graph/type.h's and graph/block_quant.h's quantizers do. K-quant sources
+// are dequantized; K-quant destinations are cudaErrorInvalidValue.
 cudaError_t Copy(const KTensor& dst, const KTensor& src, cudaStream_t stream);
 // GET_ROWS and SET_ROWS; an index out of range is reported in `error`
 // (tagged with `op`) and its row is skipped. SET_ROWS into a type Copy does

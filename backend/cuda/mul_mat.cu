@@ -8,9 +8,9 @@
 // thread taking groups of 8 values of all of them, so that the loads of
 // one row's group are wide and neighbouring threads' are adjacent (the
 // block streams the rows' bytes), and one load of 8 activations serves
-// every row. Any other layout, and Q4_1, Q5_0 and Q5_1 weights, run
-// MatVecKernel: one warp per output value, each lane taking whole 32-value
-// blocks, 8 values of every K-quant super-block, or single values.
+// every row. Any other layout runs MatVecKernel: one warp per output
+// value, each lane taking whole 32-value blocks, 8 values of every K-quant
+// super-block, or single values.
 
 #include "backend/cuda/kernel_common.cuh"
 
@@ -186,16 +186,21 @@ __device__ __forceinline__ void Unpack(const float4& lo, const float4& hi,
   out[7] = hi.w;
 }
 
+// Whether a 32-value block of kType keeps its values in nibbles: group t
+// of a block is then nibble bytes 4t .. 4t + 3 (values 4t .. 4t + 3 in the
+// low nibbles, 16 + 4t .. 16 + 4t + 3 in the high ones).
+template <int32_t kType>
+constexpr bool kNibbleBlocks =
+    kType == kQ4_0 || kType == kQ4_1 || kType == kQ5_0 || kType == kQ5_1;
+
 // The 8 activations that group g of a row of kType multiplies: values
-// 8g .. 8g + 7, except for Q4_0, whose group t of a block is bytes 4t ..
-// 4t + 3 (values 4t .. 4t + 3 in the low nibbles, 16 + 4t .. 16 + 4t + 3 in
-// the high ones).
+// 8g .. 8g + 7, or for nibble blocks those of the group's nibbles.
 template <int32_t kType>
 __device__ __forceinline__ void LoadGroupY(const float* y, int64_t g,
                                            float (&out)[kGroup]) {
-  const float* p = kType == kQ4_0 ? y + (g / 4) * kQK + (g % 4) * 4
-                                  : y + g * kGroup;
-  const int second = kType == kQ4_0 ? 16 : 4;
+  const float* p = kNibbleBlocks<kType> ? y + (g / 4) * kQK + (g % 4) * 4
+                                        : y + g * kGroup;
+  const int second = kNibbleBlocks<kType> ? 16 : 4;
   Unpack(*reinterpret_cast<const float4*>(p),
          *reinterpret_cast<const float4*>(p + second), out);
 }
@@ -250,13 +255,50 @@ __device__ __forceinline__ float DotGroup(const char* x, int64_t g,
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) dot += w[i] * y[i];
     return dot * BlockScale(block);
+  } else if constexpr (kNibbleBlocks<kType>) {
+    // Q4_1, Q5_0, Q5_1: group t's nibble bytes as two 16-bit loads, the
+    // fifth bits of its values (bits 4t .. 4t + 3 and 16 + 4t .. 16 + 4t +
+    // 3 of qh) from the 32-bit word read as two halves.
+    const char* block = x + (g / 4) * BlockQuantBytes(kType);
+    const int t = static_cast<int>(g % 4);
+    const int qs = kType == kQ4_1 ? 4 : kType == kQ5_0 ? 6 : 8;
+    const uint16_t* q =
+        reinterpret_cast<const uint16_t*>(block + qs + 4 * t);
+    int level[kGroup];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint16_t pair = q[i];
+      level[2 * i] = pair & 0xf;
+      level[2 * i + 1] = (pair >> 8) & 0xf;
+      level[4 + 2 * i] = (pair >> 4) & 0xf;
+      level[4 + 2 * i + 1] = pair >> 12;
+    }
+    if constexpr (kType != kQ4_1) {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(
+          block + (kType == kQ5_0 ? 2 : 4));
+      const uint32_t high = h[0] | (static_cast<uint32_t>(h[1]) << 16);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        level[i] |= ((high >> (4 * t + i)) & 1) << 4;
+        level[4 + i] |= ((high >> (16 + 4 * t + i)) & 1) << 4;
+      }
+    }
+    float dot = 0.0f;
+    float ysum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      dot += static_cast<float>(level[i]) * y[i];
+      ysum += y[i];
+    }
+    const float2 f = BlockQuantFactors(kType, block);
+    return f.x * dot - f.y * ysum;
   } else {
     // K-quants: 8 values of one sub-block, so one factor and offset.
     const char* block = x + (g / (kQK_K / kGroup)) * KBlockBytes(kType);
     const int j0 = static_cast<int>(g % (kQK_K / kGroup)) * kGroup;
     const float2 f = KFactors(kType, block, j0);
     int level[kGroup];
-    if constexpr (kType == kQ6_K) {
+    if constexpr (kType == kQ6_K || kType == kQ2_K || kType == kQ3_K) {
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) level[i] = KLevel(kType, block, j0 + i);
     } else {
@@ -358,6 +400,11 @@ bool RowsKernelFits(const KTensor& a, const KTensor& b, int64_t batches) {
     }
     case kQ8_0:
     case kQ4_0:
+    case kQ4_1:
+    case kQ5_0:
+    case kQ5_1:
+    case kQ2_K:
+    case kQ3_K:
     case kQ6_K:
       // Blocks hold whole groups; 16-bit loads need even row addresses.
       return RowsAligned(a, 2);
@@ -400,6 +447,21 @@ cudaError_t MatVec(const KTensor& dst, const KTensor& a, const KTensor& b,
         break;
       case kQ4_0:
         LaunchRows<kQ4_0>(dst, a, b, batches, stream);
+        break;
+      case kQ4_1:
+        LaunchRows<kQ4_1>(dst, a, b, batches, stream);
+        break;
+      case kQ5_0:
+        LaunchRows<kQ5_0>(dst, a, b, batches, stream);
+        break;
+      case kQ5_1:
+        LaunchRows<kQ5_1>(dst, a, b, batches, stream);
+        break;
+      case kQ2_K:
+        LaunchRows<kQ2_K>(dst, a, b, batches, stream);
+        break;
+      case kQ3_K:
+        LaunchRows<kQ3_K>(dst, a, b, batches, stream);
         break;
       case kQ4_K:
         LaunchRows<kQ4_K>(dst, a, b, batches, stream);
