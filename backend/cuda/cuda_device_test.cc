@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -490,6 +491,76 @@ TEST_F(CudaDeviceTest, RepeatedGraphIsCapturedAndStaysCorrect) {
         ASSERT_NEAR(mv[j * kM + i], dot, 1e-3) << run << " " << i << " " << j;
       }
     }
+  }
+}
+
+// CPY from F32 and SET_ROWS into every quantized type the device writes
+// give the reference quantizers' bytes exactly (graph/type.h's
+// RowFromFloat), for random blocks and for the blocks where a quantizer
+// chooses: all zero, constant (an affine block of range 0), the largest
+// magnitude negative or repeated, and values spanning 2^-20 to 2^10.
+TEST_F(CudaDeviceTest, QuantizingWritesAreTheReferenceBytes) {
+  constexpr int64_t kBlocks = 12;
+  constexpr int64_t kN = 32 * kBlocks;
+  std::vector<float> x = Pattern(2 * kN, 21);
+  float* special = x.data();                       // row 0, block 0 on
+  for (int j = 0; j < 32; ++j) special[j] = 0.0f;  // all zero
+  for (int j = 32; j < 64; ++j) special[j] = -0.375f;  // constant
+  special[64 + 7] = -3.0f;                             // negative largest
+  special[96 + 3] = 2.5f;                              // repeated largest
+  special[96 + 30] = 2.5f;
+  special[96 + 11] = -2.5f;
+  for (int j = 128; j < 160; ++j) {
+    special[j] = std::ldexp(j % 2 ? -1.0f : 1.0f, (j % 31) - 20);
+  }
+  for (Type type :
+       {Type::kQ8_0, Type::kQ4_0, Type::kQ4_1, Type::kQ5_0, Type::kQ5_1}) {
+    SCOPED_TRACE(TypeName(type));
+    const size_t row_bytes = RowSize(type, kN);
+    std::vector<uint8_t> want(2 * row_bytes);
+    RowFromFloat(type, x.data(), want.data(), kN);
+    RowFromFloat(type, x.data() + kN, want.data() + row_bytes, kN);
+
+    Context ctx;
+    absl::StatusOr<Tensor*> src = ctx.NewTensor(Type::kF32, {kN, 2});
+    absl::StatusOr<Tensor*> copy = ctx.NewTensor(type, {kN, 2});
+    absl::StatusOr<Tensor*> table = ctx.NewTensor(type, {kN, 4});
+    absl::StatusOr<Tensor*> idx = ctx.NewTensor(Type::kI64, {2});
+    ASSERT_TRUE(src.ok() && copy.ok() && table.ok() && idx.ok());
+    absl::StatusOr<Tensor*> cpy = Cpy(ctx, *src, *copy);
+    absl::StatusOr<Tensor*> set = SetRows(ctx, *table, *src, *idx);
+    ASSERT_TRUE(cpy.ok() && set.ok());
+    absl::StatusOr<std::unique_ptr<Buffer>> buffer = AllocTensors(
+        device_->buffer_type(), {*src, *copy, *table, *idx, *cpy, *set});
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    Graph graph;
+    ASSERT_TRUE(graph.Expand(*cpy).ok());
+    ASSERT_TRUE(graph.Expand(*set).ok());
+
+    std::unique_ptr<Stream> stream = NewStream();
+    ASSERT_NE(stream, nullptr);
+    const int64_t rows[2] = {3, 1};
+    ASSERT_TRUE(
+        stream->SetTensorAsync(**src, x.data(), 0, x.size() * 4).ok());
+    ASSERT_TRUE(stream->SetTensorAsync(**idx, rows, 0, sizeof(rows)).ok());
+    ASSERT_TRUE(stream->ComputeAsync(graph).ok());
+    std::vector<uint8_t> copied(2 * row_bytes);
+    std::vector<uint8_t> set_rows(4 * row_bytes);
+    ASSERT_TRUE(
+        stream->GetTensorAsync(**copy, copied.data(), 0, copied.size()).ok());
+    ASSERT_TRUE(
+        stream->GetTensorAsync(**table, set_rows.data(), 0, set_rows.size())
+            .ok());
+    ASSERT_TRUE(stream->Synchronize().ok());
+    EXPECT_EQ(copied, want);
+    const std::vector<uint8_t> row3(set_rows.begin() + 3 * row_bytes,
+                                    set_rows.end());
+    const std::vector<uint8_t> row1(set_rows.begin() + row_bytes,
+                                    set_rows.begin() + 2 * row_bytes);
+    EXPECT_EQ(row3, std::vector<uint8_t>(want.begin(),
+                                         want.begin() + row_bytes));
+    EXPECT_EQ(row1, std::vector<uint8_t>(want.begin() + row_bytes,
+                                         want.end()));
   }
 }
 
