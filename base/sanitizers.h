@@ -12,4 +12,14 @@
 #endif
 #endif
 
+// TESSERA_THREAD_SANITIZED is defined in builds with TSan, which slows
+// every instrumented thread hand-off many times over.
+#if defined(__SANITIZE_THREAD__)
+#define TESSERA_THREAD_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TESSERA_THREAD_SANITIZED 1
+#endif
+#endif
+
 #endif  // TESSERA_BASE_SANITIZERS_H_

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/assembly/device_spec.h"
+#include "base/sanitizers.h"
 #include "client/client.h"
 #include "client/remote_device.h"
 #include "gtest/gtest.h"
@@ -57,7 +58,16 @@ TEST(RemotePipelineTest, StagesOnTwoDaemonsOverlap) {
   ASSERT_TRUE(s0.ok() && s1.ok());
   const std::vector<Stream*> streams = {s0->get(), s1->get(), cpu->get()};
 
-  ExpectPipelinedOverlap(model, timeline, streams);
+#ifdef TESSERA_THREAD_SANITIZED
+  // Under TSan the three processes' gRPC hand-offs run many times slower
+  // than the stages compute: micro-batch k+1 reaches the first daemon after
+  // k has left the second, so no overlap can be seen. The results are still
+  // checked.
+  constexpr int kMinOverlaps = 0;
+#else
+  constexpr int kMinOverlaps = (testing::kBatches - 1) / 2;
+#endif
+  ExpectPipelinedOverlap(model, timeline, streams, kMinOverlaps);
 }
 
 }  // namespace
