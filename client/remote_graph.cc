@@ -25,16 +25,36 @@ absl::StatusOr<std::unique_ptr<RemoteGraph>> RemoteGraph::Register(
 }
 
 RemoteGraph::~RemoteGraph() {
-  stream_->WritesDone();
-  v1::ExecuteResponse response;
-  while (stream_->Read(&response)) {
+  if (!ended()) {
+    stream_->WritesDone();
+    v1::ExecuteResponse response;
+    while (stream_->Read(&response)) {
+    }
   }
-  if (absl::Status s = FromGrpc(stream_->Finish()); !s.ok()) {
+  if (absl::Status s = End(); !s.ok()) {
     spdlog::warn("execute stream of graph {}: {}", handle_, s.ToString());
   }
   if (absl::Status s = client_.ReleaseGraph(handle_); !s.ok()) {
     spdlog::warn("releasing graph {}: {}", handle_, s.ToString());
   }
+}
+
+bool RemoteGraph::ended() {
+  absl::MutexLock lock(&end_mu_);
+  return end_.has_value();
+}
+
+absl::Status RemoteGraph::End() {
+  absl::MutexLock lock(&end_mu_);
+  if (!end_.has_value()) end_ = FromGrpc(stream_->Finish());
+  return *end_;
+}
+
+absl::Status RemoteGraph::Ended() {
+  absl::MutexLock lock(&end_mu_);
+  return absl::UnavailableError(
+      absl::StrCat("[RemoteGraph] the execute stream of graph ", handle_,
+                   " ended: ", end_->ToString()));
 }
 
 absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
@@ -49,6 +69,7 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
     TESSERA_ASSIGN_OR_RETURN(uint32_t id, encoded_.IdOf(out));
     request.add_outputs(id);
   }
+  if (ended()) return Ended();
   if (!stream_->Write(request)) {
     return absl::UnavailableError(
         absl::StrCat("[RemoteGraph] the execute stream of graph ", handle_,
@@ -59,11 +80,11 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
 }
 
 absl::Status RemoteGraph::Receive(absl::Span<const TensorOutput> outputs) {
+  if (ended()) return Ended();
   v1::ExecuteResponse response;
   if (!stream_->Read(&response)) {
-    return absl::UnavailableError(
-        absl::StrCat("[RemoteGraph] the execute stream of graph ", handle_,
-                     " ended: ", FromGrpc(stream_->Finish()).ToString()));
+    End();
+    return Ended();
   }
   if (response.tag() != next_result_) {
     return absl::DataLossError(absl::StrCat("[RemoteGraph] result ",

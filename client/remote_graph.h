@@ -4,11 +4,14 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "client/client.h"
 #include "client/graph_encoder.h"
@@ -65,6 +68,13 @@ class RemoteGraph {
   RemoteGraph(Client& client, EncodedGraph encoded)
       : client_(client), encoded_(std::move(encoded)) {}
 
+  // Whether the stream has ended (its status is known).
+  bool ended();
+  // Ends the stream: its status, from the one Finish a gRPC stream allows.
+  absl::Status End();
+  // UNAVAILABLE naming the ended stream's status.
+  absl::Status Ended();
+
   Client& client_;
   const EncodedGraph encoded_;
   uint64_t handle_ = 0;
@@ -74,6 +84,11 @@ class RemoteGraph {
   std::unique_ptr<ExecuteStream> stream_;
   uint64_t next_tag_ = 0;
   uint64_t next_result_ = 0;
+  // The stream's status once it has ended; after that neither Submit nor
+  // Receive touches the stream (gRPC aborts on a second Finish, or a read
+  // after it).
+  absl::Mutex end_mu_;
+  std::optional<absl::Status> end_ ABSL_GUARDED_BY(end_mu_);
 };
 
 }  // namespace tessera::client

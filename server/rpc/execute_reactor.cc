@@ -81,13 +81,15 @@ class ExecuteReactor final
                       "[Execute] the stream was cancelled"));
   }
 
-  // The driver, if one runs, deletes the reactor when it is through.
+  // The driver, if one runs, deletes the reactor when it is through: once
+  // done_ is set, this thread touches nothing of the reactor's but to
+  // delete it when no driver runs.
   void OnDone() override {
+    context_.open_streams.fetch_sub(1);
     mu_.Lock();
     done_ = true;
     const bool driving = driving_;
     mu_.Unlock();
-    context_.open_streams.fetch_sub(1);
     if (!driving) delete this;
   }
 

@@ -1,5 +1,6 @@
 // Execute and Attach streams against a real tesserad: an execution's error
-// is its own; Execute over a Unix socket; idle streams cost the daemon no
+// is its own; Execute over a Unix socket; a stream whose daemon died fails
+// cleanly; idle streams cost the daemon no
 // threads; responses the client does not read count against its session's
 // quota; the stream cap; the DRAINING event and --drain_timeout on SIGTERM.
 
@@ -166,6 +167,35 @@ TEST(ExecuteStreamTest, ExecutesOverAUnixSocket) {
       EXPECT_EQ(got[r * kCols + c], as[bs[r] * kCols + c]);
     }
   }
+}
+
+// When the daemon dies under a registered graph, its stream fails every
+// later call with UNAVAILABLE and ends once: the client process goes on
+// (gRPC aborts a process that finishes a stream twice or reads after).
+TEST(ExecuteStreamTest, AStreamWhoseDaemonDiedFailsEveryCallAndEndsOnce) {
+  auto daemon = DaemonProcess::Start({"--devices=cpu:1", "--threads=1"}).value();
+  auto client = Client::Connect(daemon->address()).value();
+  PickRows g;
+  auto remote = RemoteGraph::Register(*client, g.graph, {}).value();
+  std::vector<float> as(kCols * kRows, 1.0f);
+  const std::vector<int32_t> bs = {7, 0, 2};
+  std::vector<float> got(kCols * kPicks);
+  const std::vector<client::TensorInput> inputs = {
+      {g.a, as.data(), as.size() * sizeof(float)},
+      {g.b, bs.data(), bs.size() * sizeof(int32_t)}};
+  const std::vector<client::TensorOutput> outputs = {
+      {g.out, got.data(), got.size() * sizeof(float)}};
+  ASSERT_TRUE(remote->Run(inputs, outputs).ok());
+  ASSERT_TRUE(daemon->Kill(SIGKILL).ok());
+  ASSERT_TRUE(daemon->Wait(absl::Seconds(10)).ok());
+  const absl::Status run = remote->Run(inputs, outputs);
+  EXPECT_EQ(run.code(), absl::StatusCode::kUnavailable) << run;
+  const absl::Status receive = remote->Receive(outputs);
+  EXPECT_EQ(receive.code(), absl::StatusCode::kUnavailable) << receive;
+  EXPECT_NE(receive.message().find("ended"), std::string::npos) << receive;
+  const absl::Status submit = remote->Submit(inputs, {g.out});
+  EXPECT_EQ(submit.code(), absl::StatusCode::kUnavailable) << submit;
+  remote.reset();  // ends the stream without finishing it again
 }
 
 // A graph whose one output is kOutFloats floats: y = x + x, x its input.
