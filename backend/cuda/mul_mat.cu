@@ -205,6 +205,21 @@ __device__ __forceinline__ void LoadGroupY(const float* y, int64_t g,
          *reinterpret_cast<const float4*>(p + second), out);
 }
 
+// dot(f.x * level - f.y, y) over a group: the group's values from their
+// levels, factor and offset.
+__device__ __forceinline__ float AffineDot(const int (&level)[kGroup],
+                                           const float (&y)[kGroup],
+                                           float2 f) {
+  float dot = 0.0f;
+  float ysum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kGroup; ++i) {
+    dot += static_cast<float>(level[i]) * y[i];
+    ysum += y[i];
+  }
+  return f.x * dot - f.y * ysum;
+}
+
 // dot(group g of the row at x, y).
 template <int32_t kType>
 __device__ __forceinline__ float DotGroup(const char* x, int64_t g,
@@ -283,15 +298,7 @@ __device__ __forceinline__ float DotGroup(const char* x, int64_t g,
         level[4 + i] |= ((high >> (16 + 4 * t + i)) & 1) << 4;
       }
     }
-    float dot = 0.0f;
-    float ysum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i) {
-      dot += static_cast<float>(level[i]) * y[i];
-      ysum += y[i];
-    }
-    const float2 f = BlockQuantFactors(kType, block);
-    return f.x * dot - f.y * ysum;
+    return AffineDot(level, y, BlockQuantFactors(kType, block));
   } else {
     // K-quants: 8 values of one sub-block, so one factor and offset.
     const char* block = x + (g / (kQK_K / kGroup)) * KBlockBytes(kType);
@@ -325,14 +332,7 @@ __device__ __forceinline__ float DotGroup(const char* x, int64_t g,
         }
       }
     }
-    float dot = 0.0f;
-    float ysum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i) {
-      dot += static_cast<float>(level[i]) * y[i];
-      ysum += y[i];
-    }
-    return f.x * dot - f.y * ysum;
+    return AffineDot(level, y, f);
   }
   float dot = 0.0f;
 #pragma unroll
