@@ -10,15 +10,15 @@
 namespace tessera {
 namespace {
 
-// Moves n values from src to dst: a memcpy of whole blocks for the same
-// type, else a level conversion.
+// Moves n values from src to dst: a memmove of whole blocks for the same
+// type (a graph may lay dst over src), else a level conversion.
 using MoveFn = void (*)(const CpuKernels& kernels, const char* src, char* dst,
                         int64_t n, Type type);
 
 void MoveSame(const CpuKernels&, const char* src, char* dst, int64_t n,
               Type type) {
   const TypeTraits& traits = Traits(type);
-  std::memcpy(dst, src, n / traits.block_size * traits.type_size);
+  std::memmove(dst, src, n / traits.block_size * traits.type_size);
 }
 
 void MoveF16ToF32(const CpuKernels& k, const char* src, char* dst, int64_t n,

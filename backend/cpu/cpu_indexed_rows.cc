@@ -67,7 +67,7 @@ bool TryGetRows(Tensor& node, const CpuComputeContext& ctx) {
     const char* from = RowPtr(*a, IndexAt(*b, d.i1, d.i2, d.i3), d.i2, d.i3);
     char* to = RowPtr(node, d.i1, d.i2, d.i3);
     if (node.type == a->type) {
-      std::memcpy(to, from, row_bytes);
+      std::memmove(to, from, row_bytes);  // a graph may lay `to` over `from`
     } else {
       RowToF32(*ctx.kernels, a->type, from, reinterpret_cast<float*>(to),
                node.ne[0]);
@@ -103,7 +103,7 @@ bool TrySetRows(Tensor& node, const CpuComputeContext& ctx) {
                       s.i2, s.i3);
     const float* x = reinterpret_cast<const float*>(from);
     if (b->type == node.type) {
-      std::memcpy(to, from, b->RowBytes());
+      std::memmove(to, from, b->RowBytes());  // `to` may lie over `from`
     } else if (node.type == Type::kF16) {
       k.f32_to_f16(x, reinterpret_cast<uint16_t*>(to), n);
     } else if (node.type == Type::kBF16) {
