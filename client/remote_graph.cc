@@ -50,11 +50,10 @@ absl::Status RemoteGraph::End() {
   return *end_;
 }
 
-absl::Status RemoteGraph::Ended() {
-  absl::MutexLock lock(&end_mu_);
+absl::Status RemoteGraph::Ended(const absl::Status& end) const {
   return absl::UnavailableError(
       absl::StrCat("[RemoteGraph] the execute stream of graph ", handle_,
-                   " ended: ", end_->ToString()));
+                   " ended: ", end.ToString()));
 }
 
 absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
@@ -69,7 +68,7 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
     TESSERA_ASSIGN_OR_RETURN(uint32_t id, encoded_.IdOf(out));
     request.add_outputs(id);
   }
-  if (ended()) return Ended();
+  if (ended()) return Ended(End());
   if (!stream_->Write(request)) {
     return absl::UnavailableError(
         absl::StrCat("[RemoteGraph] the execute stream of graph ", handle_,
@@ -80,12 +79,9 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
 }
 
 absl::Status RemoteGraph::Receive(absl::Span<const TensorOutput> outputs) {
-  if (ended()) return Ended();
+  if (ended()) return Ended(End());
   v1::ExecuteResponse response;
-  if (!stream_->Read(&response)) {
-    End();
-    return Ended();
-  }
+  if (!stream_->Read(&response)) return Ended(End());
   if (response.tag() != next_result_) {
     return absl::DataLossError(absl::StrCat("[RemoteGraph] result ",
                                             response.tag(), " came, expected ",

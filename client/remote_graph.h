@@ -72,8 +72,8 @@ class RemoteGraph {
   bool ended();
   // Ends the stream: its status, from the one Finish a gRPC stream allows.
   absl::Status End();
-  // UNAVAILABLE naming the ended stream's status.
-  absl::Status Ended();
+  // UNAVAILABLE naming the ended stream's status `end`.
+  absl::Status Ended(const absl::Status& end) const;
 
   Client& client_;
   const EncodedGraph encoded_;
