@@ -8,14 +8,20 @@
 //    way (a copy of S bytes touches 2S);
 //  - "fma": the AVX-512 (else AVX2) FMA peak of the same threads, from a
 //    register-only microbenchmark (compute-bound rows);
+//  - "amx": at the amx level, the tile units' peak on the same threads
+//    (BF16 FLOP/s for BF16 weights, int8 operations/s for Q8_0 and Q4_0),
+//    from a microbenchmark of tile products on tiles already loaded: the
+//    limit of MUL_MAT rows with n >= kMinTileCols that the tile units
+//    compute;
 //  - "sgemm": OpenBLAS sgemm on the same shape, for comparison.
 // Times are each case's fastest run. Every case is a graph computed
 // through a CpuDevice stream. "ADD chain" is a graph of 100 dependent
 // f32[16] ADDs and reports microseconds per node: the per-node overhead of
 // the stream and its thread team.
 //
-//   bazel run -c opt //bench:ops -- [--threads=N] [--simd=scalar|avx2|avx512]
-//                                   [--case=SUBSTRING]
+//   bazel run -c opt //bench:ops -- [--threads=N]
+//       [--simd=scalar|avx2|avx512|amx]
+//       [--case=SUBSTRING]
 
 #include "graph/ops.h"
 
@@ -220,6 +226,68 @@ double FmaPeak(int threads, std::string& which) {
   return 2.0 * lanes * 12 * kIters * threads / seconds;
 }
 
+// Peak operations/s of the tile units on `threads` threads: four products
+// 16 x 16 x 64 (int8; 32 BF16 pairs) per round into four result tiles, from
+// four operand tiles already loaded. Each thread configures its own tiles;
+// the process has the tile permission (DetectSimdLevel asked it).
+struct AmxPeak {
+  double int8_ops = 0;
+  double bf16_flops = 0;
+};
+
+struct alignas(64) PeakTileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+
+__attribute__((target("amx-tile,amx-int8,amx-bf16"))) void TileRounds(
+    int64_t rounds, bool bf16) {
+  const PeakTileConfig config;
+  alignas(64) static const char operand[1024] = {};
+  _tile_loadconfig(&config);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_loadd(6, operand, 64);
+  _tile_loadd(7, operand, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t i = 0; i < rounds; ++i) {
+    if (bf16) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    } else {
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    }
+  }
+  alignas(64) char result[1024];
+  _tile_stored(0, result, 64);
+  _tile_release();
+}
+
+AmxPeak MeasureAmxPeak(int threads) {
+  constexpr int64_t kRounds = 1 << 21;
+  AmxPeak peak;
+  for (bool bf16 : {false, true}) {
+    const double seconds = TimePerCall(
+        [&] { OnThreads(threads, [&](int) { TileRounds(kRounds, bf16); }); },
+        0.3);
+    // 16 x 16 results of 64 int8 (32 BF16) products and sums, 4 a round.
+    const double ops = 4.0 * 16 * 16 * (bf16 ? 32 : 64) * 2 * kRounds * threads;
+    (bf16 ? peak.bf16_flops : peak.int8_ops) = ops / seconds;
+  }
+  return peak;
+}
+
 // FLOP/s of OpenBLAS sgemm (its own `threads` threads) for dst (n x m) =
 // src1 (n x k) * w (m x k)^T.
 double SgemmFlops(int64_t m, int64_t n, int64_t k, int threads) {
@@ -284,6 +352,7 @@ absl::StatusOr<double> TimeGraph(Stream& stream, const OneOp& op) {
 struct Limits {
   int threads;
   double fma_flops;
+  AmxPeak amx;  // zero below the amx level
   std::vector<std::pair<int64_t, double>> sgemm_flops;  // by n
   double Sgemm(int64_t n) const {
     for (const auto& [cols, flops] : sgemm_flops) {
@@ -339,6 +408,13 @@ absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
     const double read = ReadBandwidth(weights->NumBytes(), lim.threads);
     PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, bytes_per_s / read,
              "read", flops / lim.Sgemm(n));
+  } else if (lim.amx.int8_ops > 0 && n >= kMinTileCols &&
+             (type == Type::kBF16 || type == Type::kQ8_0 ||
+              type == Type::kQ4_0)) {
+    const double peak =
+        type == Type::kBF16 ? lim.amx.bf16_flops : lim.amx.int8_ops;
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, flops / peak,
+             "amx", flops / lim.Sgemm(n));
   } else {
     PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
              flops / lim.fma_flops, "fma", flops / lim.Sgemm(n));
@@ -449,6 +525,11 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
     lim.sgemm_flops.push_back({n, SgemmFlops(4096, n, 14336, threads)});
   }
   absl::PrintF("FMA peak (%s): %.1f GFLOPS\n", fma_kind, lim.fma_flops / 1e9);
+  if (device.simd_level() >= SimdLevel::kAmx) {
+    lim.amx = MeasureAmxPeak(threads);
+    absl::PrintF("AMX peak: int8 %.1f TOPS, BF16 %.1f TFLOPS\n",
+                 lim.amx.int8_ops / 1e12, lim.amx.bf16_flops / 1e12);
+  }
   absl::PrintF("read-reduce of 256 MiB: %.2f GB/s; copy: %.2f GB/s\n",
                ReadBandwidth(size_t{256} << 20, threads) / 1e9,
                CopyBandwidth(size_t{256} << 20, threads) / 1e9);
@@ -551,7 +632,7 @@ int main(int argc, char** argv) {
       only = arg.substr(7);
     } else {
       absl::FPrintF(stderr,
-                    "usage: ops [--threads=N] [--simd=scalar|avx2|avx512] "
+                    "usage: ops [--threads=N] [--simd=scalar|avx2|avx512|amx] "
                     "[--case=SUBSTRING]\n");
       return 2;
     }

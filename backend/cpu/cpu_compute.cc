@@ -10,10 +10,10 @@
 #include "graph/reference.h"
 
 namespace tessera {
-size_t CpuWorkSize(const Tensor& node, int nth) {
+size_t CpuWorkSize(const Tensor& node, int nth, const CpuKernels& kernels) {
   switch (node.op) {
     case Op::kMulMat:
-      return MulMatWorkSize(node, nth);
+      return MulMatWorkSize(node, nth, kernels);
     case Op::kFlashAttnExt:
       return FlashAttnWorkSize(node, nth);
     default:

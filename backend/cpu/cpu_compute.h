@@ -20,15 +20,16 @@ struct CpuComputeContext {
   int ith = 0;  // this thread, 0..nth-1
   int nth = 1;  // threads computing the node together
   const CpuKernels* kernels = nullptr;
-  // Scratch memory shared by the team, at least CpuWorkSize(node, nth)
-  // bytes, 64-byte aligned.
+  // Scratch memory shared by the team, at least CpuWorkSize(node, nth,
+  // *kernels) bytes, 64-byte aligned.
   char* work = nullptr;
   // Blocks until all nth threads have reached it (a no-op when nth is 1).
   absl::FunctionRef<void()> barrier;
 };
 
-// Bytes of scratch memory CpuComputeNode needs for `node` on `nth` threads.
-size_t CpuWorkSize(const Tensor& node, int nth);
+// Bytes of scratch memory CpuComputeNode needs for `node` on `nth` threads
+// with `kernels`.
+size_t CpuWorkSize(const Tensor& node, int nth, const CpuKernels& kernels);
 
 // Whether `node` is worth splitting over threads: below this, a thread
 // wake-up and barrier cost more than the work, and one thread computes it.

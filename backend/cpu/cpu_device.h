@@ -23,7 +23,7 @@ struct CpuDeviceOptions {
   size_t memory_limit = 0;
   // The highest SIMD level the kernels may use; the device uses the lower
   // of this and what the CPU supports (DetectSimdLevel()).
-  SimdLevel max_simd = SimdLevel::kAvx512;
+  SimdLevel max_simd = SimdLevel::kAmx;
 };
 
 // A CPU device. Each stream owns a worker thread that runs its queue and a

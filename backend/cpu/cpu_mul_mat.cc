@@ -12,14 +12,28 @@
 namespace tessera {
 namespace {
 
-enum class Path { kNone, kMatVec, kF32, kConvert, kQuant };
+enum class Path { kNone, kMatVec, kF32, kConvert, kQuant, kTiles };
 
 bool RowStrideFits(size_t nb1, int64_t ne0) {
   return nb1 % sizeof(float) == 0 &&
          nb1 >= static_cast<size_t>(ne0) * sizeof(float);
 }
 
-Path PathFor(const Tensor& node) {
+// The level's tile product for weights of `type`, or null.
+void (*TileKernel(const CpuKernels& kernels, Type type))(const TileGemmArgs&) {
+  switch (type) {
+    case Type::kBF16:
+      return kernels.tile_mul_mat_bf16;
+    case Type::kQ8_0:
+      return kernels.tile_mul_mat_q8_0;
+    case Type::kQ4_0:
+      return kernels.tile_mul_mat_q4_0;
+    default:
+      return nullptr;
+  }
+}
+
+Path PathFor(const Tensor& node, const CpuKernels& kernels) {
   const Tensor* a = node.src[0];
   const Tensor* b = node.src[1];
   if (a == nullptr || b == nullptr || node.type != Type::kF32 ||
@@ -43,6 +57,12 @@ Path PathFor(const Tensor& node) {
       a->nb[0] == Traits(a->type).type_size && b->nb[1] % sizeof(float) == 0 &&
       node.nb[1] % sizeof(float) == 0) {
     return Path::kMatVec;
+  }
+  if (TileKernel(kernels, a->type) != nullptr &&
+      node.ne[1] >= kMinTileCols && k % 32 == 0 &&
+      a->nb[0] == Traits(a->type).type_size && b->nb[1] % sizeof(float) == 0 &&
+      node.nb[1] % sizeof(float) == 0) {
+    return Path::kTiles;
   }
   switch (a->type) {
     case Type::kF32:
@@ -225,15 +245,21 @@ size_t ActBytesFor(Type type, int64_t k) {
   return IsKQuant(type) ? KActRowBytes(k) : ActRowBytes(k);
 }
 
-void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
+int64_t Src1Rows(const Tensor& node) {
+  const Tensor& b = *node.src[1];
+  return b.ne[1] * b.ne[2] * b.ne[3];
+}
+
+// Quantizes every src1 row into ctx.work (all threads, then a barrier),
+// rows of ActBytesFor bytes in (i11, i12, i13) order.
+void QuantizeSrc1(const Tensor& node, const CpuComputeContext& ctx) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   const int64_t k = a.ne[0];
   const size_t act_bytes = ActBytesFor(a.type, k);
   auto quantize = IsKQuant(a.type) ? ctx.kernels->quantize_act_k
                                    : ctx.kernels->quantize_act;
-  // 1. Quantize every src1 row (all threads), rows in (i11, i12, i13) order.
-  const int64_t src1_rows = b.ne[1] * b.ne[2] * b.ne[3];
+  const int64_t src1_rows = Src1Rows(node);
   const WorkRange mine = WorkPart(src1_rows, ctx.ith, ctx.nth);
   for (int64_t t = mine.begin; t < mine.end; ++t) {
     const int64_t i11 = t % b.ne[1];
@@ -245,7 +271,15 @@ void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
     quantize(x, ctx.work + t * act_bytes, k);
   }
   ctx.barrier();
-  // 2. Integer dot products over this thread's part of the src0 rows.
+}
+
+void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t k = a.ne[0];
+  const size_t act_bytes = ActBytesFor(a.type, k);
+  QuantizeSrc1(node, ctx);
+  // Integer dot products over this thread's part of the src0 rows.
   auto kernel = QuantKernel(*ctx.kernels, a.type);
   ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
     QuantMatMulArgs args;
@@ -262,17 +296,96 @@ void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
   });
 }
 
+// The work memory of Path::kTiles: quantized src1 rows (quantized weights
+// only), then the packed column groups of every batch, then each thread's
+// scratch.
+struct TileWork {
+  size_t act_bytes;     // all quantized rows
+  size_t group_bytes;   // one packed group
+  int64_t groups;       // per batch
+  size_t packed_bytes;  // every batch's groups
+  size_t scratch_bytes; // per thread
+};
+
+TileWork TileWorkFor(const Tensor& node) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t k = a.ne[0];
+  TileWork w;
+  w.act_bytes = a.type == Type::kBF16
+                    ? 0
+                    : static_cast<size_t>(Src1Rows(node)) * ActRowBytes(k);
+  w.group_bytes = TileGroupBytes(a.type, k);
+  w.groups = (b.ne[1] + kTileCols - 1) / kTileCols;
+  w.packed_bytes =
+      static_cast<size_t>(w.groups * b.ne[2] * b.ne[3]) * w.group_bytes;
+  w.scratch_bytes = TileScratchBytes(a.type, k);
+  return w;
+}
+
+// Products on the tile units: src1 quantized (for quantized weights), then
+// packed in groups of kTileCols columns (all threads, then a barrier), then
+// this thread's part of the src0 rows against every group.
+void MulMatTiles(Tensor& node, const CpuComputeContext& ctx) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  const int64_t k = a.ne[0];
+  const int64_t n = b.ne[1];
+  const bool quantized = a.type != Type::kBF16;
+  const TileWork w = TileWorkFor(node);
+  char* packed = ctx.work + w.act_bytes;
+  if (quantized) QuantizeSrc1(node, ctx);
+  const int64_t batches = b.ne[2] * b.ne[3];
+  const WorkRange mine = WorkPart(batches * w.groups, ctx.ith, ctx.nth);
+  for (int64_t t = mine.begin; t < mine.end; ++t) {
+    const int64_t batch = t / w.groups;
+    const int64_t c0 = (t % w.groups) * kTileCols;
+    const int64_t cols = std::min(kTileCols, n - c0);
+    char* group = packed + t * w.group_bytes;
+    if (quantized) {
+      const size_t act_bytes = ActRowBytes(k);
+      ctx.kernels->tile_pack_q8(ctx.work + (batch * n + c0) * act_bytes,
+                                act_bytes, cols, k, group);
+    } else {
+      const int64_t stride = b.nb[1] / sizeof(float);
+      ctx.kernels->tile_pack_bf16(
+          Src1Batch(node, batch % b.ne[2], batch / b.ne[2]) + c0 * stride,
+          stride, cols, k, group);
+    }
+  }
+  ctx.barrier();
+  auto kernel = TileKernel(*ctx.kernels, a.type);
+  char* scratch = packed + w.packed_bytes + ctx.ith * w.scratch_bytes;
+  ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
+    TileGemmArgs args;
+    args.w = Src0Row(node, r0, i12, i13);
+    args.w_row_bytes = a.nb[1];
+    args.rows = r1 - r0;
+    args.packed = packed + (i13 * b.ne[2] + i12) * w.groups * w.group_bytes;
+    args.cols = n;
+    args.k = k;
+    args.dst = DstAt(node, r0, i12, i13);
+    args.dst_col_stride = node.nb[1] / sizeof(float);
+    args.scratch = scratch;
+    kernel(args);
+  });
+}
+
 }  // namespace
 
-size_t MulMatWorkSize(const Tensor& node, int nth) {
-  switch (PathFor(node)) {
+size_t MulMatWorkSize(const Tensor& node, int nth,
+                      const CpuKernels& kernels) {
+  switch (PathFor(node, kernels)) {
+    case Path::kTiles: {
+      const TileWork w = TileWorkFor(node);
+      return w.act_bytes + w.packed_bytes +
+             static_cast<size_t>(nth) * w.scratch_bytes;
+    }
     case Path::kConvert:
       return static_cast<size_t>(nth) * ConvertBytesPerThread(node);
-    case Path::kQuant: {
-      const Tensor& b = *node.src[1];
-      return static_cast<size_t>(b.ne[1] * b.ne[2] * b.ne[3]) *
+    case Path::kQuant:
+      return static_cast<size_t>(Src1Rows(node)) *
              ActBytesFor(node.src[0]->type, node.src[0]->ne[0]);
-    }
     case Path::kMatVec:
     case Path::kF32:
     case Path::kNone:
@@ -282,7 +395,7 @@ size_t MulMatWorkSize(const Tensor& node, int nth) {
 }
 
 bool TryMulMat(Tensor& node, const CpuComputeContext& ctx) {
-  const Path path = PathFor(node);
+  const Path path = PathFor(node, *ctx.kernels);
   if (path == Path::kNone) return false;
   if (path == Path::kMatVec) {
     MulMatVec(node, ctx);
@@ -290,6 +403,10 @@ bool TryMulMat(Tensor& node, const CpuComputeContext& ctx) {
   }
   if (path == Path::kQuant) {
     MulMatQuant(node, ctx);
+    return true;
+  }
+  if (path == Path::kTiles) {
+    MulMatTiles(node, ctx);
     return true;
   }
   // OpenBLAS runs single-threaded inside each thread of the team.

@@ -12,22 +12,28 @@
 //  - F16 and BF16 src0 with more columns: bands of rows converted to F32
 //    in scratch memory, then sgemm.
 //  - Quantized src0 (the 32-value blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and
-//    the K-quants Q4_K, Q5_K, Q6_K): src1 quantized to 8 bits in scratch
+//    the K-quants Q2_K to Q6_K): src1 quantized to 8 bits in scratch
 //    memory (all threads, then a barrier), one scale per 32 values for the
 //    32-value blocks (ActRowBytes) and per 256 for the K-quants
 //    (KActRowBytes), then integer dot products of the level's kernels,
 //    split over src0 rows.
+//  - BF16, Q8_0 and Q4_0 src0 with at least kMinTileCols src1 columns, at
+//    a level with tile units (AMX): src1 quantized as above (Q8_0, Q4_0)
+//    and packed in groups of kTileCols columns in scratch memory (all
+//    threads, then a barrier), then the level's tile products, split over
+//    src0 rows. BF16 products round src1 to BF16, as ggml's do.
 
 #include <cstddef>
 
 #include "backend/cpu/cpu_compute.h"
+#include "backend/cpu/kernels.h"
 #include "graph/tensor.h"
 
 namespace tessera {
 
-// Scratch bytes TryMulMat needs for `node` on `nth` threads (0 when it does
-// not take a fast path).
-size_t MulMatWorkSize(const Tensor& node, int nth);
+// Scratch bytes TryMulMat needs for `node` on `nth` threads with the
+// kernels of `kernels` (0 when it does not take a fast path).
+size_t MulMatWorkSize(const Tensor& node, int nth, const CpuKernels& kernels);
 
 // Computes part ctx.ith of `node` and returns true when a fast path fits it
 // (F32 operands, rows contiguous, strides BLAS accepts, shapes consistent,

@@ -190,7 +190,8 @@ absl::Status CpuStream::RunGraph(const std::vector<Tensor*>& nodes) {
   size_t work = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const bool parallel = nth > 1 && CpuIsParallelWorthy(*nodes[i]);
-    work = std::max(work, CpuWorkSize(*nodes[i], parallel ? nth : 1));
+    work = std::max(
+        work, CpuWorkSize(*nodes[i], parallel ? nth : 1, device_.kernels()));
     if (!parallel && !stages.empty() && !stages.back().parallel) {
       stages.back().end = i + 1;
     } else {

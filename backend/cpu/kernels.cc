@@ -10,6 +10,8 @@ namespace tessera {
 
 const CpuKernels& KernelsFor(SimdLevel level) {
   switch (level) {
+    case SimdLevel::kAmx:
+      return cpu_amx::Kernels();
     case SimdLevel::kAvx512:
       return cpu_avx512::kKernels;
     case SimdLevel::kAvx2:

@@ -58,6 +58,47 @@ struct QuantMatMulArgs {
   int64_t dst_col_stride;  // floats between destination columns
 };
 
+// Products on a CPU's tile units (AMX; SimdLevel::kAmx) of weights of
+// BF16, Q8_0 or Q4_0 and src1 of at least kMinTileCols columns. The
+// columns are first packed in groups of kTileCols (the last zero-padded),
+// each group into TileGroupBytes(type, k) bytes (k a multiple of 32):
+//  - BF16 weights: the columns rounded to BF16, as tiles of 32 values of
+//    16 columns with each pair of consecutive values of a column in one
+//    32-bit word (the tile units' operand layout);
+//  - Q8_0 and Q4_0 weights: quantized activation rows (ActRowBytes)
+//    regrouped the same way, four values to a word, a tile of 8 x 64 bytes
+//    and the 16 columns' scales per 32-value block.
+// Then, for r < rows and c < cols,
+//   dst[c * dst_col_stride + r] = dot(weight row r, column c)
+// with each thread's scratch of TileScratchBytes(type, k) bytes.
+inline constexpr int64_t kTileCols = 16;
+inline constexpr int64_t kMinTileCols = 16;
+
+inline size_t TileGroupBytes(Type type, int64_t k) {
+  const size_t n = static_cast<size_t>(k);
+  return type == Type::kBF16 ? n * 2 * kTileCols : (n / 32) * (512 + 64);
+}
+
+inline size_t TileScratchBytes(Type type, int64_t k) {
+  const size_t n = static_cast<size_t>(k);
+  // BF16: 32 weight rows copied where fewer remain; quantized: 16 weight
+  // rows unpacked to bytes with their scales. Both: up to nine 1 KiB tiles
+  // of results.
+  return (type == Type::kBF16 ? 32 * n * 2 : (n / 32) * (512 + 64)) + 9216;
+}
+
+struct TileGemmArgs {
+  const char* w;       // weight row 0
+  size_t w_row_bytes;  // bytes between weight rows
+  int64_t rows;
+  const char* packed;  // the column groups, TileGroupBytes apart
+  int64_t cols;
+  int64_t k;
+  float* dst;
+  int64_t dst_col_stride;  // floats between destination columns
+  char* scratch;           // TileScratchBytes, 64-byte aligned
+};
+
 // Most activation columns a float matrix-vector product takes at once.
 inline constexpr int64_t kMaxMatVecCols = 8;
 
@@ -137,6 +178,17 @@ struct CpuKernels {
   void (*mat_vec_f32)(const FloatMatVecArgs& args);
   void (*mat_vec_f16)(const FloatMatVecArgs& args);
   void (*mat_vec_bf16)(const FloatMatVecArgs& args);
+  // The tile products (see TileGemmArgs), null at levels without tile
+  // units. tile_pack_bf16 packs `cols` (<= kTileCols) F32 columns of k
+  // values, x_col_stride floats apart; tile_pack_q8 packs `cols` quantized
+  // activation rows (ActRowBytes(k)) act_row_bytes apart.
+  void (*tile_pack_bf16)(const float* x, int64_t x_col_stride, int64_t cols,
+                         int64_t k, char* group);
+  void (*tile_pack_q8)(const char* act, size_t act_row_bytes, int64_t cols,
+                       int64_t k, char* group);
+  void (*tile_mul_mat_bf16)(const TileGemmArgs& args);
+  void (*tile_mul_mat_q8_0)(const TileGemmArgs& args);
+  void (*tile_mul_mat_q4_0)(const TileGemmArgs& args);
   // k_type and v_type are F32, F16 or BF16.
   void (*attn_block)(const AttnBlockArgs& args);
   // Converts `n` F16 or BF16 values to F32.

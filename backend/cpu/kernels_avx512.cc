@@ -280,6 +280,45 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
   }
 };
 
+// QuantizeActGeneric in registers, equal bit for bit: per 32 values, the
+// largest magnitude (NaN if any value is NaN), levels x * (127 / amax)
+// rounded to nearest even (the default rounding mode, as nearbyint), and a
+// level outside [-127, 127] (what NaN, infinities and a scale of 0 give) is
+// 0.
+void QuantizeAct(const float* x, char* row, int64_t k) {
+  const int64_t nb = k / 32;
+  int8_t* q = reinterpret_cast<int8_t*>(row);
+  float* d = reinterpret_cast<float*>(row + k);
+  float* s = d + nb;
+  const __m512i lo = _mm512_set1_epi32(-127);
+  const __m512i hi = _mm512_set1_epi32(127);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + 32 * b);
+    const __m512 x1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) |
+                          _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q);
+    const float amax =
+        nan != 0 ? std::numeric_limits<float>::quiet_NaN()
+                 : _mm512_reduce_max_ps(
+                       _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float scale = amax / 127.0f;
+    const __m512 inv = _mm512_set1_ps(ActInverse(amax));
+    __m512i v[2];
+    const __m512 xs[2] = {x0, x1};
+    for (int h = 0; h < 2; ++h) {
+      const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(xs[h], inv));
+      const __mmask16 in = _mm512_cmpge_epi32_mask(r, lo) &
+                           _mm512_cmple_epi32_mask(r, hi);
+      v[h] = _mm512_maskz_mov_epi32(in, r);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16 * h),
+                       _mm512_cvtepi32_epi8(v[h]));
+    }
+    d[b] = scale;
+    s[b] = scale * static_cast<float>(
+                       _mm512_reduce_add_epi32(_mm512_add_epi32(v[0], v[1])));
+  }
+}
+
 // acc plus the eight 32-bit sums of adjacent 16-bit products p * s, in
 // one instruction.
 __m256i KMaddAcc(__m256i acc, __m256i p, __m256i s) {
@@ -360,7 +399,7 @@ void BlocksToF32(const void* x, float* y, int64_t n) {
 
 const CpuKernels kKernels = {
     .level = SimdLevel::kAvx512,
-    .quantize_act = QuantizeActGeneric,
+    .quantize_act = QuantizeAct,
     .quantize_act_k = QuantizeActKGeneric,
     .mul_mat_q8_0 = MulMatQ8,
     .mul_mat_q4_0 = MulMatQ4,

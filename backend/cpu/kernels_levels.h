@@ -17,6 +17,10 @@ extern const CpuKernels kKernels;
 namespace cpu_avx512 {
 extern const CpuKernels kKernels;
 }  // namespace cpu_avx512
+namespace cpu_amx {
+// cpu_avx512::kKernels with the tile products.
+const CpuKernels& Kernels();
+}  // namespace cpu_amx
 }  // namespace tessera
 
 #endif  // TESSERA_BACKEND_CPU_KERNELS_LEVELS_H_

@@ -2,6 +2,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "absl/status/status.h"
@@ -18,6 +20,31 @@ bool HasF16c() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
 }
+
+// AMX-TILE, AMX-INT8 and AMX-BF16 (CPUID leaf 7, EDX bits 24, 25, 22) and
+// AVX512-BF16 (leaf 7 sub-leaf 1, EAX bit 5), with Linux's permission for
+// this process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XTILEDATA, feature 18), asked once. A kernel that refuses it, or an
+// older kernel that does not know the request, means no tiles.
+bool TileUnitsUsable() {
+  static const bool usable = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24,
+                       kAmxInt8 = 1u << 25;
+    if ((d & (kAmxBf16 | kAmxTile | kAmxInt8)) !=
+        (kAmxBf16 | kAmxTile | kAmxInt8)) {
+      return false;
+    }
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0 || (a & (1u << 5)) == 0) {
+      return false;
+    }
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+}
 #endif
 
 }  // namespace
@@ -31,6 +58,7 @@ SimdLevel DetectSimdLevel() {
                       __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512vnni");
+  if (avx512 && TileUnitsUsable()) return SimdLevel::kAmx;
   if (avx512) return SimdLevel::kAvx512;
   if (avx2) return SimdLevel::kAvx2;
 #endif
@@ -54,18 +82,20 @@ std::string_view SimdLevelName(SimdLevel level) {
       return "avx2";
     case SimdLevel::kAvx512:
       return "avx512";
+    case SimdLevel::kAmx:
+      return "amx";
   }
   return "unknown";
 }
 
 absl::StatusOr<SimdLevel> ParseSimdLevel(std::string_view name) {
-  for (SimdLevel level :
-       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2,
+                          SimdLevel::kAvx512, SimdLevel::kAmx}) {
     if (name == SimdLevelName(level)) return level;
   }
   return absl::InvalidArgumentError(absl::StrFormat(
-      "[ParseSimdLevel] unknown SIMD level \"%s\" (want scalar, avx2 or "
-      "avx512)",
+      "[ParseSimdLevel] unknown SIMD level \"%s\" (want scalar, avx2, "
+      "avx512 or amx)",
       name));
 }
 

@@ -14,7 +14,10 @@ namespace tessera {
 //  - kScalar: any x86-64 (and any other target): portable C++.
 //  - kAvx2: AVX2, FMA, F16C.
 //  - kAvx512: AVX-512 F, BW, VL and VNNI.
-enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+//  - kAmx: kAvx512 and AVX512-BF16, with the tile units (AMX-TILE, -INT8,
+//    -BF16) for large products, where the kernel lets this process use
+//    them (DetectSimdLevel asks it, once per process).
+enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
 // The highest level this CPU supports.
 SimdLevel DetectSimdLevel();
@@ -22,7 +25,7 @@ SimdLevel DetectSimdLevel();
 // Every level this CPU supports, lowest first (kScalar always).
 std::vector<SimdLevel> SupportedSimdLevels();
 
-// "scalar", "avx2", "avx512".
+// "scalar", "avx2", "avx512", "amx".
 std::string_view SimdLevelName(SimdLevel level);
 
 // The inverse of SimdLevelName. Errors: INVALID_ARGUMENT for another name.

@@ -661,6 +661,13 @@ void AddMulMatCases(CaseList& cases) {
       {96, 5, 4, {2, 1}, {4, 1}, kC, kC, false},
       {45, 13, 6, {1, 1}, {1, 1}, kC, kC, true},
       {160, 3, 7, {1, 1}, {1, 1}, kC, kP, false},
+      // Enough columns for the tile products (kMinTileCols): rows and
+      // columns not multiples of their tiles, broadcast batches, strided
+      // columns, and k in several chunks (2048 values of 528 columns).
+      {96, 37, 16, {1, 1}, {1, 1}, kC, kC, false},
+      {64, 7, 33, {2, 3}, {4, 6}, kC, kC, false},
+      {96, 5, 17, {3, 1}, {3, 1}, kC, kP, false},
+      {2048, 20, 528, {1, 1}, {1, 1}, kC, kC, false},
   };
   for (Type t : {kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1}) {
     const double nmse =

@@ -1,0 +1,361 @@
+// The AMX level (SimdLevel::kAmx): the AVX-512 table, plus products of
+// BF16, Q8_0 and Q4_0 weights with many columns on the tile units (see
+// TileGemmArgs in kernels.h). Compiled with the AVX-512 flags and
+// -mamx-tile -mamx-int8 -mamx-bf16 -mavx512bf16.
+//
+// The tile units multiply a tile A of 16 rows by a tile B whose rows hold,
+// for each of 16 columns, a 32-bit word of consecutive values (two BF16 or
+// four int8), adding into a tile C of 16 x 16 F32 or int32 sums. Here A is
+// always 16 weight rows and B 16 packed columns, so C[r][c] is
+// dst[c][r].
+//  - BF16: A comes straight from the weight rows; C sums a chunk of k in
+//    F32, then is added into dst.
+//  - Q8_0 and Q4_0: a band of 16 weight rows is first unpacked to bytes
+//    (Q4_0's levels less 8), with its scales as F32; each 32-value block
+//    is one product into C (int32), scaled by the weight row's and the
+//    column's scales and summed in F32 registers.
+// Products go over k in chunks whose packed columns stay in the core's
+// second-level cache (kChunkBytes), each weight band read once per chunk.
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_levels.h"
+#include "graph/type.h"
+
+namespace tessera::cpu_amx {
+namespace {
+
+// The tile registers' shapes (ldtilecfg's 64-byte operand, palette 1).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Packed columns a chunk of k may take: about half a Sapphire Rapids
+// core's 2 MiB second-level cache, leaving room for the weight band.
+constexpr int64_t kChunkBytes = 1 << 20;
+
+// Bytes of one 32-value block of a quantized band or column group: a
+// 512-byte tile and 16 F32 scales.
+constexpr int64_t kQuantTileBytes = 512 + 64;
+
+int64_t GroupsOf(int64_t cols) { return (cols + kTileCols - 1) / kTileCols; }
+
+// dst[c][r0 + r] (= or +=) t[r][c] for r < nr, c < nc: a 16 x 16 tile of
+// sums into the destination's columns.
+void AddTile(const float* t, int64_t nr, int64_t nc, float* dst,
+             int64_t col_stride, bool first) {
+  if (nr == 16) {
+    const __m512i down = _mm512_mullo_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32(16));
+    for (int64_t c = 0; c < nc; ++c) {
+      const __m512 v = _mm512_i32gather_ps(down, t + c, sizeof(float));
+      float* out = dst + c * col_stride;
+      _mm512_storeu_ps(out, first ? v : _mm512_add_ps(v, _mm512_loadu_ps(out)));
+    }
+    return;
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    float* out = dst + c * col_stride;
+    for (int64_t r = 0; r < nr; ++r) {
+      out[r] = first ? t[r * 16 + c] : out[r] + t[r * 16 + c];
+    }
+  }
+}
+
+// ---- BF16 ----------------------------------------------------------------
+
+// Tiles 0-3: C for 2 x 2 (row half, column group); 4, 5: A for rows 0-15
+// and 16-31; 6, 7: B for the two column groups.
+void ConfigureBf16() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.colsb[t] = 64;
+    config.rows[t] = 16;
+  }
+  _tile_loadconfig(&config);
+}
+
+// Word j of a 16-word index: j * 64 (the byte offset of tile row j).
+__m512i TileRowOffsets() {
+  return _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32(64));
+}
+
+void PackBf16(const float* x, int64_t x_col_stride, int64_t cols, int64_t k,
+              char* group) {
+  if (cols < kTileCols) std::memset(group, 0, TileGroupBytes(Type::kBF16, k));
+  const __m512i rows = TileRowOffsets();
+  for (int64_t c = 0; c < cols; ++c) {
+    const float* col = x + c * x_col_stride;
+    for (int64_t s = 0; s < k / 32; ++s) {
+      // Word j: values 2j and 2j + 1 of the 32, rounded to nearest even.
+      const __m512bh pairs = _mm512_cvtne2ps_pbh(
+          _mm512_loadu_ps(col + 32 * s + 16), _mm512_loadu_ps(col + 32 * s));
+      _mm512_i32scatter_epi32(group + s * 1024 + c * 4, rows,
+                              reinterpret_cast<__m512i>(pairs), 1);
+    }
+  }
+}
+
+void TileMulMatBf16(const TileGemmArgs& a) {
+  ConfigureBf16();
+  const int64_t steps = a.k / 32;
+  const int64_t groups = GroupsOf(a.cols);
+  const int64_t group_bytes = static_cast<int64_t>(TileGroupBytes(Type::kBF16, a.k));
+  const int64_t chunk = std::clamp<int64_t>(kChunkBytes / (groups * 1024), 1, steps);
+  char* copy = a.scratch;  // 32 weight rows where fewer remain
+  float* sums = reinterpret_cast<float*>(a.scratch + 32 * a.k * 2);
+  for (int64_t s0 = 0; s0 < steps; s0 += chunk) {
+    const int64_t s1 = std::min(steps, s0 + chunk);
+    for (int64_t r0 = 0; r0 < a.rows; r0 += 32) {
+      const int64_t nr = std::min<int64_t>(32, a.rows - r0);
+      const char* w = a.w + r0 * a.w_row_bytes + s0 * 64;
+      int64_t stride = static_cast<int64_t>(a.w_row_bytes);
+      if (nr < 32) {
+        stride = (s1 - s0) * 64;
+        for (int64_t i = 0; i < 32; ++i) {
+          if (i < nr) {
+            std::memcpy(copy + i * stride, w + i * a.w_row_bytes, stride);
+          } else {
+            std::memset(copy + i * stride, 0, stride);
+          }
+        }
+        w = copy;
+      }
+      for (int64_t g = 0; g < groups; g += 2) {
+        const bool two = g + 1 < groups;
+        const char* b0 = a.packed + g * group_bytes;
+        const char* b1 = b0 + group_bytes;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t s = s0; s < s1; ++s) {
+          const char* ws = w + (s - s0) * 64;
+          _tile_loadd(4, ws, stride);
+          _tile_loadd(5, ws + 16 * stride, stride);
+          _tile_loadd(6, b0 + s * 1024, 64);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(2, 5, 6);
+          if (two) {
+            _tile_loadd(7, b1 + s * 1024, 64);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(3, 5, 7);
+          }
+        }
+        _tile_stored(0, sums, 64);
+        _tile_stored(1, sums + 256, 64);
+        _tile_stored(2, sums + 512, 64);
+        _tile_stored(3, sums + 768, 64);
+        for (int half = 0; half < 2; ++half) {
+          const int64_t rows = std::min<int64_t>(16, nr - 16 * half);
+          if (rows <= 0) break;
+          for (int gi = 0; gi < (two ? 2 : 1); ++gi) {
+            const int64_t c0 = (g + gi) * kTileCols;
+            AddTile(sums + 512 * half + 256 * gi, rows,
+                    std::min<int64_t>(kTileCols, a.cols - c0),
+                    a.dst + c0 * a.dst_col_stride + r0 + 16 * half,
+                    a.dst_col_stride, s0 == 0);
+          }
+        }
+      }
+    }
+  }
+  _tile_release();
+}
+
+// ---- Q8_0 and Q4_0 -------------------------------------------------------
+
+// Tiles 0-3: C for four blocks; 4, 5: A (16 rows of a block's 32 bytes);
+// 6, 7: B (8 rows of 16 columns' four bytes).
+void ConfigureInt8() {
+  TileConfig config;
+  for (int t = 0; t < 4; ++t) {
+    config.colsb[t] = 64;
+    config.rows[t] = 16;
+  }
+  for (int t = 4; t < 6; ++t) {
+    config.colsb[t] = 32;
+    config.rows[t] = 16;
+    config.colsb[t + 2] = 64;
+    config.rows[t + 2] = 8;
+  }
+  _tile_loadconfig(&config);
+}
+
+void PackQ8(const char* act, size_t act_row_bytes, int64_t cols, int64_t k,
+            char* group) {
+  const int64_t nb = k / 32;
+  if (cols < kTileCols) std::memset(group, 0, TileGroupBytes(Type::kQ8_0, k));
+  const __m256i rows = _mm256_mullo_epi32(
+      _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32(64));
+  for (int64_t c = 0; c < cols; ++c) {
+    const char* q = act + c * act_row_bytes;
+    const float* d = reinterpret_cast<const float*>(q + k);
+    for (int64_t b = 0; b < nb; ++b) {
+      char* tile = group + b * kQuantTileBytes;
+      const __m256i v =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+      _mm256_i32scatter_epi32(tile + c * 4, rows, v, 1);
+      reinterpret_cast<float*>(tile + 512)[c] = d[b];
+    }
+  }
+}
+
+// Blocks [b0, b1) of weight rows [r0, r0 + nr) (nr <= 16) as signed bytes
+// and F32 scales, kQuantTileBytes a block; rows past nr are zero.
+template <typename Block>
+void UnpackBand(const TileGemmArgs& a, int64_t r0, int64_t nr, int64_t b0,
+                int64_t b1, char* band) {
+  for (int64_t b = b0; b < b1; ++b) {
+    char* tile = band + (b - b0) * kQuantTileBytes;
+    float* scales = reinterpret_cast<float*>(tile + 512);
+    for (int64_t i = 0; i < 16; ++i) {
+      int8_t* out = reinterpret_cast<int8_t*>(tile + 32 * i);
+      if (i >= nr) {
+        std::memset(out, 0, 32);
+        scales[i] = 0.0f;
+        continue;
+      }
+      const Block& block = reinterpret_cast<const Block*>(
+          a.w + (r0 + i) * a.w_row_bytes)[b];
+      scales[i] = _cvtsh_ss(block.d);
+      if constexpr (sizeof(Block) == sizeof(BlockQ8_0)) {
+        std::memcpy(out, block.qs, 32);
+      } else {
+        const __m128i raw =
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.qs));
+        const __m128i mask = _mm_set1_epi8(0x0F);
+        const __m128i eight = _mm_set1_epi8(8);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                         _mm_sub_epi8(_mm_and_si128(raw, mask), eight));
+        _mm_storeu_si128(
+            reinterpret_cast<__m128i*>(out + 16),
+            _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), mask), eight));
+      }
+    }
+  }
+}
+
+// acc[r] += C[r] (as F32) * da * dw[r] for the 16 rows of a block's sums.
+inline void ScaleInto(__m512 (&acc)[16], const int32_t* sums, const char* w,
+                      const char* x) {
+  const __m512 da = _mm512_loadu_ps(reinterpret_cast<const float*>(x + 512));
+  const float* dw = reinterpret_cast<const float*>(w + 512);
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) {
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * r));
+    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(v, da), _mm512_set1_ps(dw[r]),
+                             acc[r]);
+  }
+}
+
+// The products of four consecutive blocks of a band (w) and a column
+// group (x) into tiles 0-3.
+inline void Products4(const char* w, const char* x) {
+  constexpr int64_t kT = kQuantTileBytes;
+  _tile_loadd(4, w, 32);
+  _tile_loadd(6, x, 64);
+  _tile_zero(0);
+  _tile_dpbssd(0, 4, 6);
+  _tile_loadd(5, w + kT, 32);
+  _tile_loadd(7, x + kT, 64);
+  _tile_zero(1);
+  _tile_dpbssd(1, 5, 7);
+  _tile_loadd(4, w + 2 * kT, 32);
+  _tile_loadd(6, x + 2 * kT, 64);
+  _tile_zero(2);
+  _tile_dpbssd(2, 4, 6);
+  _tile_loadd(5, w + 3 * kT, 32);
+  _tile_loadd(7, x + 3 * kT, 64);
+  _tile_zero(3);
+  _tile_dpbssd(3, 5, 7);
+}
+
+template <typename Block>
+void TileMulMatQuant(const TileGemmArgs& a) {
+  ConfigureInt8();
+  const int64_t nb = a.k / 32;
+  const int64_t groups = GroupsOf(a.cols);
+  const int64_t group_bytes = nb * kQuantTileBytes;
+  const int64_t chunk =
+      std::clamp<int64_t>(kChunkBytes / (groups * kQuantTileBytes), 1, nb);
+  char* band = a.scratch;
+  int32_t* sums = reinterpret_cast<int32_t*>(a.scratch + group_bytes);
+  float* out = reinterpret_cast<float*>(sums + 2048);
+  for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
+    const int64_t b1 = std::min(nb, b0 + chunk);
+    for (int64_t r0 = 0; r0 < a.rows; r0 += 16) {
+      const int64_t nr = std::min<int64_t>(16, a.rows - r0);
+      UnpackBand<Block>(a, r0, nr, b0, b1, band);
+      for (int64_t g = 0; g < groups; ++g) {
+        const char* x = a.packed + g * group_bytes;
+        __m512 acc[16];
+        for (__m512& v : acc) v = _mm512_setzero_ps();
+        // Four blocks' products at a time into tiles of their own; the
+        // next four are issued before this four's sums are scaled, so that
+        // the tile unit and the vector unit work at once.
+        int64_t b = b0;
+        if (b + 4 <= b1) Products4(band + (b - b0) * kQuantTileBytes, x + b * kQuantTileBytes);
+        for (int half = 0; b + 4 <= b1; b += 4, half ^= 1) {
+          int32_t* done = sums + 1024 * half;
+          _tile_stored(0, done, 64);
+          _tile_stored(1, done + 256, 64);
+          _tile_stored(2, done + 512, 64);
+          _tile_stored(3, done + 768, 64);
+          const char* w0 = band + (b - b0) * kQuantTileBytes;
+          const char* x0 = x + b * kQuantTileBytes;
+          if (b + 8 <= b1) Products4(w0 + 4 * kQuantTileBytes, x0 + 4 * kQuantTileBytes);
+          for (int j = 0; j < 4; ++j) {
+            ScaleInto(acc, done + 256 * j, w0 + j * kQuantTileBytes,
+                      x0 + j * kQuantTileBytes);
+          }
+        }
+        for (; b < b1; ++b) {
+          const char* w0 = band + (b - b0) * kQuantTileBytes;
+          const char* x0 = x + b * kQuantTileBytes;
+          _tile_loadd(4, w0, 32);
+          _tile_loadd(6, x0, 64);
+          _tile_zero(0);
+          _tile_dpbssd(0, 4, 6);
+          _tile_stored(0, sums, 64);
+          ScaleInto(acc, sums, w0, x0);
+        }
+        for (int r = 0; r < 16; ++r) _mm512_store_ps(out + 16 * r, acc[r]);
+        const int64_t c0 = g * kTileCols;
+        AddTile(out, nr, std::min<int64_t>(kTileCols, a.cols - c0),
+                a.dst + c0 * a.dst_col_stride + r0, a.dst_col_stride, b0 == 0);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+const CpuKernels& Kernels() {
+  static const CpuKernels kernels = [] {
+    CpuKernels k = cpu_avx512::kKernels;
+    k.level = SimdLevel::kAmx;
+    k.tile_pack_bf16 = PackBf16;
+    k.tile_pack_q8 = PackQ8;
+    k.tile_mul_mat_bf16 = TileMulMatBf16;
+    k.tile_mul_mat_q8_0 = TileMulMatQuant<BlockQ8_0>;
+    k.tile_mul_mat_q4_0 = TileMulMatQuant<BlockQ4_0>;
+    return k;
+  }();
+  return kernels;
+}
+
+}  // namespace tessera::cpu_amx
