@@ -62,9 +62,8 @@ struct QuantMatMulArgs {
 // BF16, Q8_0 or Q4_0 and src1 of at least kMinTileCols columns. The
 // columns are first packed in groups of kTileCols (the last zero-padded),
 // each group into TileGroupBytes(type, k) bytes (k a multiple of 32):
-//  - BF16 weights: the columns rounded to BF16, as tiles of 32 values of
-//    16 columns with each pair of consecutive values of a column in one
-//    32-bit word (the tile units' operand layout);
+//  - BF16 weights: the columns rounded to BF16, a tile of 32 values of 16
+//    columns (16 rows of 64 bytes) after another;
 //  - Q8_0 and Q4_0 weights: quantized activation rows (ActRowBytes)
 //    regrouped the same way, four values to a word, a tile of 8 x 64 bytes
 //    and the 16 columns' scales per 32-value block.
@@ -81,10 +80,10 @@ inline size_t TileGroupBytes(Type type, int64_t k) {
 
 inline size_t TileScratchBytes(Type type, int64_t k) {
   const size_t n = static_cast<size_t>(k);
-  // BF16: 32 weight rows copied where fewer remain; quantized: 16 weight
-  // rows unpacked to bytes with their scales. Both: up to nine 1 KiB tiles
-  // of results.
-  return (type == Type::kBF16 ? 32 * n * 2 : (n / 32) * (512 + 64)) + 9216;
+  // A band of weights in the tile units' layout (BF16: 32 rows, two 1 KiB
+  // tiles per 32 values; quantized: 16 rows, a 512-byte tile and 16 F32
+  // scales per block), then up to nine 1 KiB tiles of results.
+  return (n / 32) * (type == Type::kBF16 ? 2048 : 512 + 64) + 9216;
 }
 
 struct TileGemmArgs {

@@ -3,19 +3,24 @@
 // TileGemmArgs in kernels.h). Compiled with the AVX-512 flags and
 // -mamx-tile -mamx-int8 -mamx-bf16 -mavx512bf16.
 //
-// The tile units multiply a tile A of 16 rows by a tile B whose rows hold,
-// for each of 16 columns, a 32-bit word of consecutive values (two BF16 or
-// four int8), adding into a tile C of 16 x 16 F32 or int32 sums. Here A is
-// always 16 weight rows and B 16 packed columns, so C[r][c] is
-// dst[c][r].
-//  - BF16: A comes straight from the weight rows; C sums a chunk of k in
-//    F32, then is added into dst.
-//  - Q8_0 and Q4_0: a band of 16 weight rows is first unpacked to bytes
-//    (Q4_0's levels less 8), with its scales as F32; each 32-value block
-//    is one product into C (int32), scaled by the weight row's and the
-//    column's scales and summed in F32 registers.
+// A tile product adds A (16 rows of 64 bytes) times B (rows of 16 32-bit
+// words, each word two BF16 or four int8 consecutive values of one
+// column of B) into C (16 x 16 F32 or int32 sums).
+//  - BF16: A is 16 packed columns of src1 (rows of values, as they lie)
+//    and B 16 weight rows regrouped into words (transposed in registers,
+//    once per band of weights and chunk of k, then used against every
+//    column group), so C[c][r] is dst[c][r]: a destination column's 16
+//    rows are one tile row. C sums a chunk of k in F32 and is loaded from
+//    and stored to the destination around each chunk.
+//  - Q8_0 and Q4_0: A is 16 weight rows unpacked to bytes (Q4_0's levels
+//    less 8) with their scales as F32, once per band and chunk, and B 16
+//    packed columns; each 32-value block is one product into C (int32),
+//    scaled by the weight rows' and the columns' scales and summed in F32
+//    registers, four blocks' products running while the previous four
+//    are scaled.
 // Products go over k in chunks whose packed columns stay in the core's
-// second-level cache (kChunkBytes), each weight band read once per chunk.
+// second-level cache (kChunkBytes); each band of weights is read once per
+// chunk.
 
 #include <immintrin.h>
 
@@ -49,6 +54,34 @@ constexpr int64_t kQuantTileBytes = 512 + 64;
 
 int64_t GroupsOf(int64_t cols) { return (cols + kTileCols - 1) / kTileCols; }
 
+// The 16 rows of r transposed in place, as 32-bit words: word j of row i
+// becomes word i of row j.
+void Transpose16(__m512i (&r)[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // r[4i + m], 128-bit lane L: word 4L + m of rows 4i..4i + 3.
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int m = 0; m < 4; ++m) {
+    const __m512i a = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x88);
+    const __m512i b = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xDD);
+    const __m512i c = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x88);
+    const __m512i d = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xDD);
+    t[m] = _mm512_shuffle_i32x4(a, c, 0x88);
+    t[m + 8] = _mm512_shuffle_i32x4(a, c, 0xDD);
+    t[m + 4] = _mm512_shuffle_i32x4(b, d, 0x88);
+    t[m + 12] = _mm512_shuffle_i32x4(b, d, 0xDD);
+  }
+  for (int j = 0; j < 16; ++j) r[j] = t[j];
+}
+
 // dst[c][r0 + r] (= or +=) t[r][c] for r < nr, c < nc: a 16 x 16 tile of
 // sums into the destination's columns.
 void AddTile(const float* t, int64_t nr, int64_t nc, float* dst,
@@ -74,8 +107,25 @@ void AddTile(const float* t, int64_t nr, int64_t nc, float* dst,
 
 // ---- BF16 ----------------------------------------------------------------
 
-// Tiles 0-3: C for 2 x 2 (row half, column group); 4, 5: A for rows 0-15
-// and 16-31; 6, 7: B for the two column groups.
+void PackBf16(const float* x, int64_t x_col_stride, int64_t cols, int64_t k,
+              char* group) {
+  if (cols < kTileCols) {
+    std::memset(group, 0, TileGroupBytes(Type::kBF16, k));
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    const float* col = x + c * x_col_stride;
+    for (int64_t s = 0; s < k / 32; ++s) {
+      // 32 values in order, rounded to nearest even.
+      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(col + 32 * s + 16),
+                                             _mm512_loadu_ps(col + 32 * s));
+      _mm512_storeu_si512(group + s * 1024 + c * 64,
+                          reinterpret_cast<__m512i>(v));
+    }
+  }
+}
+
+// Tiles 0-3: C for (column group, weight rows 0-15 / 16-31) x 2 groups;
+// 4, 5: A for the two column groups; 6, 7: B for the two halves of rows.
 void ConfigureBf16() {
   TileConfig config;
   for (int t = 0; t < 8; ++t) {
@@ -85,26 +135,114 @@ void ConfigureBf16() {
   _tile_loadconfig(&config);
 }
 
-// Word j of a 16-word index: j * 64 (the byte offset of tile row j).
-__m512i TileRowOffsets() {
-  return _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-      _mm512_set1_epi32(64));
+// Steps [s0, s1) of weight rows [r0, r0 + nr) (nr <= 32) as B tiles, two
+// per step (rows 0-15, 16-31): row j of a tile holds word j (values 2j,
+// 2j + 1 of the step's 32) of each weight row; rows past nr are zero.
+void RegroupBf16(const TileGemmArgs& a, int64_t r0, int64_t nr, int64_t s0,
+                 int64_t s1, char* band) {
+  for (int h = 0; h < 2; ++h) {
+    const int64_t valid = std::clamp<int64_t>(nr - 16 * h, 0, 16);
+    const char* w = a.w + (r0 + 16 * h) * a.w_row_bytes;
+    for (int64_t s = s0; s < s1; ++s) {
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) {
+        r[i] = i < valid ? _mm512_loadu_si512(w + i * a.w_row_bytes + s * 64)
+                         : _mm512_setzero_si512();
+      }
+      Transpose16(r);
+      char* tile = band + ((s - s0) * 2 + h) * 1024;
+      for (int j = 0; j < 16; ++j) _mm512_store_si512(tile + 64 * j, r[j]);
+    }
+  }
 }
 
-void PackBf16(const float* x, int64_t x_col_stride, int64_t cols, int64_t k,
-              char* group) {
-  if (cols < kTileCols) std::memset(group, 0, TileGroupBytes(Type::kBF16, k));
-  const __m512i rows = TileRowOffsets();
-  for (int64_t c = 0; c < cols; ++c) {
-    const float* col = x + c * x_col_stride;
-    for (int64_t s = 0; s < k / 32; ++s) {
-      // Word j: values 2j and 2j + 1 of the 32, rounded to nearest even.
-      const __m512bh pairs = _mm512_cvtne2ps_pbh(
-          _mm512_loadu_ps(col + 32 * s + 16), _mm512_loadu_ps(col + 32 * s));
-      _mm512_i32scatter_epi32(group + s * 1024 + c * 4, rows,
-                              reinterpret_cast<__m512i>(pairs), 1);
+// A result tile C[c][r] for columns [c0, c0 + nc) and rows [r0, r0 + nr)
+// of dst: straight from and to dst when whole (16 x 16), else through
+// `tmp`.
+struct ResultTile {
+  float* dst;
+  int64_t stride;  // floats between columns
+  int64_t nc;
+  int64_t nr;
+  float* tmp;  // 256 floats
+  bool Whole() const { return nc == 16 && nr == 16; }
+};
+
+// GCC's tile intrinsics name their tile in the instruction's text, so a
+// tile number must be a literal: these dispatch 0-3 to one.
+void TileLoad(int tile, const void* p, int64_t stride) {
+  switch (tile) {
+    case 0:
+      _tile_loadd(0, p, stride);
+      return;
+    case 1:
+      _tile_loadd(1, p, stride);
+      return;
+    case 2:
+      _tile_loadd(2, p, stride);
+      return;
+    default:
+      _tile_loadd(3, p, stride);
+      return;
+  }
+}
+
+void TileStore(int tile, void* p, int64_t stride) {
+  switch (tile) {
+    case 0:
+      _tile_stored(0, p, stride);
+      return;
+    case 1:
+      _tile_stored(1, p, stride);
+      return;
+    case 2:
+      _tile_stored(2, p, stride);
+      return;
+    default:
+      _tile_stored(3, p, stride);
+      return;
+  }
+}
+
+void TileZero(int tile) {
+  switch (tile) {
+    case 0:
+      _tile_zero(0);
+      return;
+    case 1:
+      _tile_zero(1);
+      return;
+    case 2:
+      _tile_zero(2);
+      return;
+    default:
+      _tile_zero(3);
+      return;
+  }
+}
+
+void LoadResult(int tile, const ResultTile& t, bool first) {
+  if (first) {
+    TileZero(tile);
+  } else if (t.Whole()) {
+    TileLoad(tile, t.dst, t.stride * sizeof(float));
+  } else {
+    std::memset(t.tmp, 0, 1024);
+    for (int64_t c = 0; c < t.nc; ++c) {
+      std::memcpy(t.tmp + 16 * c, t.dst + c * t.stride, t.nr * sizeof(float));
     }
+    TileLoad(tile, t.tmp, 64);
+  }
+}
+
+void StoreResult(int tile, const ResultTile& t) {
+  if (t.Whole()) {
+    TileStore(tile, t.dst, t.stride * sizeof(float));
+    return;
+  }
+  TileStore(tile, t.tmp, 64);
+  for (int64_t c = 0; c < t.nc; ++c) {
+    std::memcpy(t.dst + c * t.stride, t.tmp + 16 * c, t.nr * sizeof(float));
   }
 }
 
@@ -112,62 +250,48 @@ void TileMulMatBf16(const TileGemmArgs& a) {
   ConfigureBf16();
   const int64_t steps = a.k / 32;
   const int64_t groups = GroupsOf(a.cols);
-  const int64_t group_bytes = static_cast<int64_t>(TileGroupBytes(Type::kBF16, a.k));
-  const int64_t chunk = std::clamp<int64_t>(kChunkBytes / (groups * 1024), 1, steps);
-  char* copy = a.scratch;  // 32 weight rows where fewer remain
-  float* sums = reinterpret_cast<float*>(a.scratch + 32 * a.k * 2);
+  const int64_t group_bytes =
+      static_cast<int64_t>(TileGroupBytes(Type::kBF16, a.k));
+  const int64_t chunk =
+      std::clamp<int64_t>(kChunkBytes / (groups * 1024), 1, steps);
+  char* band = a.scratch;
+  float* tmp = reinterpret_cast<float*>(a.scratch + steps * 2048);  // 4 tiles
   for (int64_t s0 = 0; s0 < steps; s0 += chunk) {
     const int64_t s1 = std::min(steps, s0 + chunk);
+    const bool first = s0 == 0;
     for (int64_t r0 = 0; r0 < a.rows; r0 += 32) {
       const int64_t nr = std::min<int64_t>(32, a.rows - r0);
-      const char* w = a.w + r0 * a.w_row_bytes + s0 * 64;
-      int64_t stride = static_cast<int64_t>(a.w_row_bytes);
-      if (nr < 32) {
-        stride = (s1 - s0) * 64;
-        for (int64_t i = 0; i < 32; ++i) {
-          if (i < nr) {
-            std::memcpy(copy + i * stride, w + i * a.w_row_bytes, stride);
-          } else {
-            std::memset(copy + i * stride, 0, stride);
-          }
-        }
-        w = copy;
-      }
+      RegroupBf16(a, r0, nr, s0, s1, band);
       for (int64_t g = 0; g < groups; g += 2) {
         const bool two = g + 1 < groups;
-        const char* b0 = a.packed + g * group_bytes;
-        const char* b1 = b0 + group_bytes;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
+        ResultTile t[4];
+        for (int i = 0; i < 4; ++i) {
+          const int64_t c0 = (g + i / 2) * kTileCols;
+          const int64_t rh = r0 + 16 * (i % 2);
+          t[i] = ResultTile{a.dst + c0 * a.dst_col_stride + rh,
+                            a.dst_col_stride,
+                            std::clamp<int64_t>(a.cols - c0, 0, 16),
+                            std::clamp<int64_t>(a.rows - rh, 0, 16),
+                            tmp + 256 * i};
+        }
+        for (int i = 0; i < (two ? 4 : 2); ++i) LoadResult(i, t[i], first);
+        const char* x0 = a.packed + g * group_bytes;
+        const char* x1 = x0 + group_bytes;
         for (int64_t s = s0; s < s1; ++s) {
-          const char* ws = w + (s - s0) * 64;
-          _tile_loadd(4, ws, stride);
-          _tile_loadd(5, ws + 16 * stride, stride);
-          _tile_loadd(6, b0 + s * 1024, 64);
+          const char* b = band + (s - s0) * 2048;
+          _tile_loadd(4, x0 + s * 1024, 64);
+          _tile_loadd(6, b, 64);
+          _tile_loadd(7, b + 1024, 64);
           _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(1, 4, 7);
           if (two) {
-            _tile_loadd(7, b1 + s * 1024, 64);
-            _tile_dpbf16ps(1, 4, 7);
+            _tile_loadd(5, x1 + s * 1024, 64);
+            _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
           }
         }
-        _tile_stored(0, sums, 64);
-        _tile_stored(1, sums + 256, 64);
-        _tile_stored(2, sums + 512, 64);
-        _tile_stored(3, sums + 768, 64);
-        for (int half = 0; half < 2; ++half) {
-          const int64_t rows = std::min<int64_t>(16, nr - 16 * half);
-          if (rows <= 0) break;
-          for (int gi = 0; gi < (two ? 2 : 1); ++gi) {
-            const int64_t c0 = (g + gi) * kTileCols;
-            AddTile(sums + 512 * half + 256 * gi, rows,
-                    std::min<int64_t>(kTileCols, a.cols - c0),
-                    a.dst + c0 * a.dst_col_stride + r0 + 16 * half,
-                    a.dst_col_stride, s0 == 0);
-          }
+        for (int i = 0; i < (two ? 4 : 2); ++i) {
+          if (t[i].nr > 0) StoreResult(i, t[i]);
         }
       }
     }
