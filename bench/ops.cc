@@ -9,7 +9,8 @@
 //  - "fma": the AVX-512 (else AVX2) FMA peak of the same threads, from a
 //    register-only microbenchmark (compute-bound rows);
 //  - "amx": at the amx level, the tile units' peak on the same threads
-//    (BF16 FLOP/s for BF16 weights, int8 operations/s for Q8_0 and Q4_0),
+//    (BF16 FLOP/s for BF16 and F16 weights, int8 operations/s for Q8_0 and
+//    Q4_0),
 //    from a microbenchmark of tile products on tiles already loaded: the
 //    limit of MUL_MAT rows with n >= kMinTileCols that the tile units
 //    compute;
@@ -409,10 +410,11 @@ absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
     PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, bytes_per_s / read,
              "read", flops / lim.Sgemm(n));
   } else if (lim.amx.int8_ops > 0 && n >= kMinTileCols &&
-             (type == Type::kBF16 || type == Type::kQ8_0 ||
-              type == Type::kQ4_0)) {
-    const double peak =
-        type == Type::kBF16 ? lim.amx.bf16_flops : lim.amx.int8_ops;
+             (type == Type::kBF16 || type == Type::kF16 ||
+              type == Type::kQ8_0 || type == Type::kQ4_0)) {
+    const double peak = type == Type::kBF16 || type == Type::kF16
+                            ? lim.amx.bf16_flops
+                            : lim.amx.int8_ops;
     PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, flops / peak,
              "amx", flops / lim.Sgemm(n));
   } else {

@@ -24,6 +24,8 @@ void (*TileKernel(const CpuKernels& kernels, Type type))(const TileGemmArgs&) {
   switch (type) {
     case Type::kBF16:
       return kernels.tile_mul_mat_bf16;
+    case Type::kF16:
+      return kernels.tile_mul_mat_f16;
     case Type::kQ8_0:
       return kernels.tile_mul_mat_q8_0;
     case Type::kQ4_0:
@@ -296,6 +298,11 @@ void MulMatQuant(Tensor& node, const CpuComputeContext& ctx) {
   });
 }
 
+// F16 and BF16 tile products take their columns packed, not quantized.
+bool IsFloatWeights(Type type) {
+  return type == Type::kBF16 || type == Type::kF16;
+}
+
 // The work memory of Path::kTiles: quantized src1 rows (quantized weights
 // only), then the packed column groups of every batch, then each thread's
 // scratch.
@@ -312,7 +319,7 @@ TileWork TileWorkFor(const Tensor& node) {
   const Tensor& b = *node.src[1];
   const int64_t k = a.ne[0];
   TileWork w;
-  w.act_bytes = a.type == Type::kBF16
+  w.act_bytes = IsFloatWeights(a.type)
                     ? 0
                     : static_cast<size_t>(Src1Rows(node)) * ActRowBytes(k);
   w.group_bytes = TileGroupBytes(a.type, k);
@@ -331,7 +338,7 @@ void MulMatTiles(Tensor& node, const CpuComputeContext& ctx) {
   const Tensor& b = *node.src[1];
   const int64_t k = a.ne[0];
   const int64_t n = b.ne[1];
-  const bool quantized = a.type != Type::kBF16;
+  const bool quantized = !IsFloatWeights(a.type);
   const TileWork w = TileWorkFor(node);
   char* packed = ctx.work + w.act_bytes;
   if (quantized) QuantizeSrc1(node, ctx);

@@ -17,11 +17,13 @@
 //    32-value blocks (ActRowBytes) and per 256 for the K-quants
 //    (KActRowBytes), then integer dot products of the level's kernels,
 //    split over src0 rows.
-//  - BF16, Q8_0 and Q4_0 src0 with at least kMinTileCols src1 columns, at
-//    a level with tile units (AMX): src1 quantized as above (Q8_0, Q4_0)
-//    and packed in groups of kTileCols columns in scratch memory (all
-//    threads, then a barrier), then the level's tile products, split over
-//    src0 rows. BF16 products round src1 to BF16, as ggml's do.
+//  - BF16, F16, Q8_0 and Q4_0 src0 with at least kMinTileCols src1
+//    columns, at a level with tile units (AMX): src1 quantized as above
+//    (Q8_0, Q4_0) or rounded to BF16 (BF16, F16), packed in groups of
+//    kTileCols columns in scratch memory (all threads, then a barrier),
+//    then the level's tile products, split over src0 rows. F16 weights are
+//    multiplied exactly; src1 rounded to BF16 is as ggml's BF16 products
+//    round it.
 
 #include <cstddef>
 

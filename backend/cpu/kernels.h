@@ -59,11 +59,12 @@ struct QuantMatMulArgs {
 };
 
 // Products on a CPU's tile units (AMX; SimdLevel::kAmx) of weights of
-// BF16, Q8_0 or Q4_0 and src1 of at least kMinTileCols columns. The
+// BF16, F16, Q8_0 or Q4_0 and src1 of at least kMinTileCols columns. The
 // columns are first packed in groups of kTileCols (the last zero-padded),
 // each group into TileGroupBytes(type, k) bytes (k a multiple of 32):
-//  - BF16 weights: the columns rounded to BF16, a tile of 32 values of 16
-//    columns (16 rows of 64 bytes) after another;
+//  - BF16 and F16 weights: the columns rounded to BF16, a tile of 32
+//    values of 16 columns (16 rows of 64 bytes) after another (F16 weights
+//    are multiplied exactly, as the sum of two BF16 values);
 //  - Q8_0 and Q4_0 weights: quantized activation rows (ActRowBytes)
 //    regrouped the same way, four values to a word, a tile of 8 x 64 bytes
 //    and the 16 columns' scales per 32-value block.
@@ -75,15 +76,20 @@ inline constexpr int64_t kMinTileCols = 16;
 
 inline size_t TileGroupBytes(Type type, int64_t k) {
   const size_t n = static_cast<size_t>(k);
-  return type == Type::kBF16 ? n * 2 * kTileCols : (n / 32) * (512 + 64);
+  return type == Type::kBF16 || type == Type::kF16 ? n * 2 * kTileCols
+                                                    : (n / 32) * (512 + 64);
 }
 
 inline size_t TileScratchBytes(Type type, int64_t k) {
   const size_t n = static_cast<size_t>(k);
   // A band of weights in the tile units' layout (BF16: 32 rows, two 1 KiB
-  // tiles per 32 values; quantized: 16 rows, a 512-byte tile and 16 F32
-  // scales per block), then up to nine 1 KiB tiles of results.
-  return (n / 32) * (type == Type::kBF16 ? 2048 : 512 + 64) + 9216;
+  // tiles per 32 values; F16: four, its hi and lo parts; quantized: 16
+  // rows, a 512-byte tile and 16 F32 scales per block), then up to nine
+  // 1 KiB tiles of results.
+  const size_t per_block = type == Type::kBF16  ? 2048
+                           : type == Type::kF16 ? 4096
+                                                : 512 + 64;
+  return (n / 32) * per_block + 9216;
 }
 
 struct TileGemmArgs {
@@ -179,13 +185,15 @@ struct CpuKernels {
   void (*mat_vec_bf16)(const FloatMatVecArgs& args);
   // The tile products (see TileGemmArgs), null at levels without tile
   // units. tile_pack_bf16 packs `cols` (<= kTileCols) F32 columns of k
-  // values, x_col_stride floats apart; tile_pack_q8 packs `cols` quantized
+  // values, x_col_stride floats apart (for BF16 and F16 weights);
+  // tile_pack_q8 packs `cols` quantized
   // activation rows (ActRowBytes(k)) act_row_bytes apart.
   void (*tile_pack_bf16)(const float* x, int64_t x_col_stride, int64_t cols,
                          int64_t k, char* group);
   void (*tile_pack_q8)(const char* act, size_t act_row_bytes, int64_t cols,
                        int64_t k, char* group);
   void (*tile_mul_mat_bf16)(const TileGemmArgs& args);
+  void (*tile_mul_mat_f16)(const TileGemmArgs& args);
   void (*tile_mul_mat_q8_0)(const TileGemmArgs& args);
   void (*tile_mul_mat_q4_0)(const TileGemmArgs& args);
   // k_type and v_type are F32, F16 or BF16.

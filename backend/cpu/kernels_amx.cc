@@ -110,7 +110,7 @@ void AddTile(const float* t, int64_t nr, int64_t nc, float* dst,
 void PackBf16(const float* x, int64_t x_col_stride, int64_t cols, int64_t k,
               char* group) {
   if (cols < kTileCols) {
-    std::memset(group, 0, TileGroupBytes(Type::kBF16, k));
+    std::memset(group, 0, TileGroupBytes(Type::kBF16, k));  // as F16's
   }
   for (int64_t c = 0; c < cols; ++c) {
     const float* col = x + c * x_col_stride;
@@ -135,23 +135,66 @@ void ConfigureBf16() {
   _tile_loadconfig(&config);
 }
 
-// Steps [s0, s1) of weight rows [r0, r0 + nr) (nr <= 32) as B tiles, two
-// per step (rows 0-15, 16-31): row j of a tile holds word j (values 2j,
-// 2j + 1 of the step's 32) of each weight row; rows past nr are zero.
-void RegroupBf16(const TileGemmArgs& a, int64_t r0, int64_t nr, int64_t s0,
-                 int64_t s1, char* band) {
+// An F16 weight row's 32 values of a step as the BF16 sum hi + lo, exact:
+// hi is the value rounded to BF16 and lo the rest, which has at most the
+// F16 value's three lowest significant bits.
+struct SplitF16 {
+  __m512i hi;
+  __m512i lo;
+};
+
+SplitF16 SplitStep(const char* p) {
+  const __m512i h = _mm512_loadu_si512(p);
+  const __m512 f0 = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+  const __m512 f1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+  const __m512i hi = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f1, f0));
+  auto widen = [](__m256i bf) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bf), 16));
+  };
+  const __m512 r0 = _mm512_sub_ps(f0, widen(_mm512_castsi512_si256(hi)));
+  const __m512 r1 = _mm512_sub_ps(f1, widen(_mm512_extracti64x4_epi64(hi, 1)));
+  return {hi, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(r1, r0))};
+}
+
+// Steps [s0, s1) of weight rows [r0, r0 + nr) (nr <= 32) as B tiles: row
+// j of a tile holds word j (values 2j, 2j + 1 of the step's 32) of each of
+// 16 weight rows; rows past nr are zero. Per step: BF16 weights, rows
+// 0-15 then 16-31 (kTilesPerStep 2); F16 weights, the hi and lo parts of
+// rows 0-15, then of rows 16-31 (4).
+template <Type kWeights>
+constexpr int64_t kTilesPerStep = kWeights == Type::kF16 ? 4 : 2;
+
+template <Type kWeights>
+void Regroup(const TileGemmArgs& a, int64_t r0, int64_t nr, int64_t s0,
+             int64_t s1, char* band) {
+  constexpr int64_t kTiles = kTilesPerStep<kWeights>;
   for (int h = 0; h < 2; ++h) {
     const int64_t valid = std::clamp<int64_t>(nr - 16 * h, 0, 16);
     const char* w = a.w + (r0 + 16 * h) * a.w_row_bytes;
     for (int64_t s = s0; s < s1; ++s) {
+      char* tile = band + ((s - s0) * kTiles + h * (kTiles / 2)) * 1024;
       __m512i r[16];
+      __m512i lo[16];
       for (int i = 0; i < 16; ++i) {
-        r[i] = i < valid ? _mm512_loadu_si512(w + i * a.w_row_bytes + s * 64)
-                         : _mm512_setzero_si512();
+        const char* p = w + i * a.w_row_bytes + s * 64;
+        if (i >= valid) {
+          r[i] = lo[i] = _mm512_setzero_si512();
+        } else if constexpr (kWeights == Type::kF16) {
+          const SplitF16 split = SplitStep(p);
+          r[i] = split.hi;
+          lo[i] = split.lo;
+        } else {
+          r[i] = _mm512_loadu_si512(p);
+        }
       }
       Transpose16(r);
-      char* tile = band + ((s - s0) * 2 + h) * 1024;
       for (int j = 0; j < 16; ++j) _mm512_store_si512(tile + 64 * j, r[j]);
+      if constexpr (kWeights == Type::kF16) {
+        Transpose16(lo);
+        for (int j = 0; j < 16; ++j) {
+          _mm512_store_si512(tile + 1024 + 64 * j, lo[j]);
+        }
+      }
     }
   }
 }
@@ -246,22 +289,26 @@ void StoreResult(int tile, const ResultTile& t) {
   }
 }
 
-void TileMulMatBf16(const TileGemmArgs& a) {
+// BF16 weights, or F16 weights as two BF16 products (hi and lo): columns
+// rounded to BF16 against exact weights.
+template <Type kWeights>
+void TileMulMatFloat(const TileGemmArgs& a) {
+  constexpr int64_t kTiles = kTilesPerStep<kWeights>;
   ConfigureBf16();
   const int64_t steps = a.k / 32;
   const int64_t groups = GroupsOf(a.cols);
-  const int64_t group_bytes =
-      static_cast<int64_t>(TileGroupBytes(Type::kBF16, a.k));
+  const int64_t group_bytes = static_cast<int64_t>(TileGroupBytes(kWeights, a.k));
   const int64_t chunk =
       std::clamp<int64_t>(kChunkBytes / (groups * 1024), 1, steps);
   char* band = a.scratch;
-  float* tmp = reinterpret_cast<float*>(a.scratch + steps * 2048);  // 4 tiles
+  // Four result tiles after the band.
+  float* tmp = reinterpret_cast<float*>(a.scratch + steps * kTiles * 1024);
   for (int64_t s0 = 0; s0 < steps; s0 += chunk) {
     const int64_t s1 = std::min(steps, s0 + chunk);
     const bool first = s0 == 0;
     for (int64_t r0 = 0; r0 < a.rows; r0 += 32) {
       const int64_t nr = std::min<int64_t>(32, a.rows - r0);
-      RegroupBf16(a, r0, nr, s0, s1, band);
+      Regroup<kWeights>(a, r0, nr, s0, s1, band);
       for (int64_t g = 0; g < groups; g += 2) {
         const bool two = g + 1 < groups;
         ResultTile t[4];
@@ -278,16 +325,31 @@ void TileMulMatBf16(const TileGemmArgs& a) {
         const char* x0 = a.packed + g * group_bytes;
         const char* x1 = x0 + group_bytes;
         for (int64_t s = s0; s < s1; ++s) {
-          const char* b = band + (s - s0) * 2048;
+          const char* b = band + (s - s0) * kTiles * 1024;
           _tile_loadd(4, x0 + s * 1024, 64);
-          _tile_loadd(6, b, 64);
-          _tile_loadd(7, b + 1024, 64);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          if (two) {
-            _tile_loadd(5, x1 + s * 1024, 64);
-            _tile_dpbf16ps(2, 5, 6);
-            _tile_dpbf16ps(3, 5, 7);
+          if (two) _tile_loadd(5, x1 + s * 1024, 64);
+          if constexpr (kWeights == Type::kF16) {
+            _tile_loadd(6, b, 64);
+            _tile_loadd(7, b + 1024, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            if (two) _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(0, 4, 7);
+            if (two) _tile_dpbf16ps(2, 5, 7);
+            _tile_loadd(6, b + 2048, 64);
+            _tile_loadd(7, b + 3072, 64);
+            _tile_dpbf16ps(1, 4, 6);
+            if (two) _tile_dpbf16ps(3, 5, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            if (two) _tile_dpbf16ps(3, 5, 7);
+          } else {
+            _tile_loadd(6, b, 64);
+            _tile_loadd(7, b + 1024, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            if (two) {
+              _tile_dpbf16ps(2, 5, 6);
+              _tile_dpbf16ps(3, 5, 7);
+            }
           }
         }
         for (int i = 0; i < (two ? 4 : 2); ++i) {
@@ -474,7 +536,8 @@ const CpuKernels& Kernels() {
     k.level = SimdLevel::kAmx;
     k.tile_pack_bf16 = PackBf16;
     k.tile_pack_q8 = PackQ8;
-    k.tile_mul_mat_bf16 = TileMulMatBf16;
+    k.tile_mul_mat_bf16 = TileMulMatFloat<Type::kBF16>;
+    k.tile_mul_mat_f16 = TileMulMatFloat<Type::kF16>;
     k.tile_mul_mat_q8_0 = TileMulMatQuant<BlockQ8_0>;
     k.tile_mul_mat_q4_0 = TileMulMatQuant<BlockQ4_0>;
     return k;
