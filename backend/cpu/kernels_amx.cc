@@ -447,26 +447,37 @@ inline void ScaleInto(__m512 (&acc)[16], const int32_t* sums, const char* w,
   }
 }
 
-// The products of four consecutive blocks of a band (w) and a column
-// group (x) into tiles 0-3.
-inline void Products4(const char* w, const char* x) {
+// The products of two consecutive blocks of a band (w) and a column group
+// (x) into tiles 2p and 2p + 1.
+template <int kPair>
+inline void Products2(const char* w, const char* x) {
   constexpr int64_t kT = kQuantTileBytes;
   _tile_loadd(4, w, 32);
   _tile_loadd(6, x, 64);
-  _tile_zero(0);
-  _tile_dpbssd(0, 4, 6);
   _tile_loadd(5, w + kT, 32);
   _tile_loadd(7, x + kT, 64);
-  _tile_zero(1);
-  _tile_dpbssd(1, 5, 7);
-  _tile_loadd(4, w + 2 * kT, 32);
-  _tile_loadd(6, x + 2 * kT, 64);
-  _tile_zero(2);
-  _tile_dpbssd(2, 4, 6);
-  _tile_loadd(5, w + 3 * kT, 32);
-  _tile_loadd(7, x + 3 * kT, 64);
-  _tile_zero(3);
-  _tile_dpbssd(3, 5, 7);
+  if constexpr (kPair == 0) {
+    _tile_zero(0);
+    _tile_dpbssd(0, 4, 6);
+    _tile_zero(1);
+    _tile_dpbssd(1, 5, 7);
+  } else {
+    _tile_zero(2);
+    _tile_dpbssd(2, 4, 6);
+    _tile_zero(3);
+    _tile_dpbssd(3, 5, 7);
+  }
+}
+
+template <int kPair>
+inline void StorePair(int32_t* sums) {
+  if constexpr (kPair == 0) {
+    _tile_stored(0, sums, 64);
+    _tile_stored(1, sums + 256, 64);
+  } else {
+    _tile_stored(2, sums, 64);
+    _tile_stored(3, sums + 256, 64);
+  }
 }
 
 template <typename Block>
@@ -492,22 +503,41 @@ void TileMulMatQuant(const TileGemmArgs& a) {
         // Four blocks' products at a time into tiles of their own; the
         // next four are issued before this four's sums are scaled, so that
         // the tile unit and the vector unit work at once.
-        int64_t b = b0;
-        if (b + 4 <= b1) Products4(band + (b - b0) * kQuantTileBytes, x + b * kQuantTileBytes);
-        for (int half = 0; b + 4 <= b1; b += 4, half ^= 1) {
-          int32_t* done = sums + 1024 * half;
-          _tile_stored(0, done, 64);
-          _tile_stored(1, done + 256, 64);
-          _tile_stored(2, done + 512, 64);
-          _tile_stored(3, done + 768, 64);
-          const char* w0 = band + (b - b0) * kQuantTileBytes;
-          const char* x0 = x + b * kQuantTileBytes;
-          if (b + 8 <= b1) Products4(w0 + 4 * kQuantTileBytes, x0 + 4 * kQuantTileBytes);
-          for (int j = 0; j < 4; ++j) {
-            ScaleInto(acc, done + 256 * j, w0 + j * kQuantTileBytes,
-                      x0 + j * kQuantTileBytes);
+        // Pairs of blocks in a pipeline of three stages: pair i's products
+        // (into tiles 0-1 or 2-3, by i's parity), pair i - 1's sums stored,
+        // pair i - 2's sums scaled. A tile's sums are read an iteration
+        // after its store, so the loads find them in the cache rather than
+        // wait for the store.
+        const int64_t pairs = (b1 - b0) / 2;
+        for (int64_t i = 0; i < pairs + 2; ++i) {
+          if (i < pairs) {
+            const char* w0 = band + 2 * i * kQuantTileBytes;
+            const char* x0 = x + (b0 + 2 * i) * kQuantTileBytes;
+            if (i % 2 == 0) {
+              Products2<0>(w0, x0);
+            } else {
+              Products2<1>(w0, x0);
+            }
+          }
+          if (i >= 1 && i <= pairs) {
+            int32_t* store = sums + 512 * ((i - 1) % 2);
+            if ((i - 1) % 2 == 0) {
+              StorePair<0>(store);
+            } else {
+              StorePair<1>(store);
+            }
+          }
+          if (i >= 2) {
+            const int64_t p = i - 2;
+            const int32_t* done = sums + 512 * (p % 2);
+            const char* w0 = band + 2 * p * kQuantTileBytes;
+            const char* x0 = x + (b0 + 2 * p) * kQuantTileBytes;
+            ScaleInto(acc, done, w0, x0);
+            ScaleInto(acc, done + 256, w0 + kQuantTileBytes,
+                      x0 + kQuantTileBytes);
           }
         }
+        int64_t b = b0 + 2 * pairs;
         for (; b < b1; ++b) {
           const char* w0 = band + (b - b0) * kQuantTileBytes;
           const char* x0 = x + b * kQuantTileBytes;
