@@ -57,7 +57,11 @@
 //   bazel run -c opt //bench:llama [-- --layers=N --dim=N --ff=N --heads=N
 //       --kv_heads=N --vocab=N --prompt=N --decode=N --ubatch=N --rounds=N
 //       --types=f16,q8_0,q4_0,q4_k --modes=local,tp,remote,tp-daemons,gpu
-//       --cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1 --tesserad=PATH]
+//       --cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1 --tesserad=PATH
+//       --simd=scalar|avx2|avx512|amx]
+//
+// --simd caps the local mode's SIMD level (default: the best this CPU
+// has), to compare levels on one machine.
 //
 // A LLaMA-3.2-1B-like shape: --layers=16 --dim=2048 --ff=8192 --heads=32
 // --kv_heads=8 --vocab=32000 (1.1 B parameters; the vocabulary is smaller
@@ -103,7 +107,9 @@
 #include "backend/assembly/device_spec.h"
 #include "backend/comm/communicator.h"
 #include "backend/comm/host_communicator.h"
+#include "backend/cpu/cpu_device.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/simd_level.h"
 #include "backend/meta/llama_policy.h"
 #include "backend/meta/meta_device.h"
 #include "backend/registry.h"
@@ -145,6 +151,7 @@ struct Config {
   std::vector<std::string> modes = {"local", "tp", "remote"};
   Type cache_type = Type::kF16;
   std::string tesserad;  // empty: the runfiles copy (or $TESSERAD)
+  SimdLevel simd = DetectSimdLevel();  // the local mode's highest level
 };
 
 int64_t ParameterCount(const Config& c) {
@@ -610,9 +617,12 @@ struct Mode {
 };
 
 absl::Status MakeLocal(const GgufFile& file, const Config& c, Mode& m) {
-  m.name = "local, 1 CPU x 2 threads";
   m.registry = std::make_unique<Registry>();
-  TESSERA_RETURN_IF_ERROR(AddDevices("cpu", 2, *m.registry));
+  auto device = std::make_unique<CpuDevice>(
+      CpuDeviceOptions{.name = "cpu0", .n_threads = 2, .max_simd = c.simd});
+  m.name = absl::StrFormat("local, 1 CPU x 2 threads, %s",
+                           SimdLevelName(device->simd_level()));
+  TESSERA_RETURN_IF_ERROR(m.registry->Add(std::move(device)));
   const auto start = Clock::now();
   TESSERA_ASSIGN_OR_RETURN(
       m.runner, LlamaRunner::CreateLocal(file, {m.registry->devices()[0]},
@@ -1160,6 +1170,11 @@ int main(int argc, char** argv) {
       if (!bad) c.cache_type = *type;
     } else if (arg.rfind("--tesserad=", 0) == 0) {
       c.tesserad = arg.substr(11);
+    } else if (arg.rfind("--simd=", 0) == 0) {
+      const absl::StatusOr<tessera::SimdLevel> level =
+          tessera::ParseSimdLevel(arg.substr(7));
+      bad = !level.ok();
+      if (!bad) c.simd = *level;
     } else {
       bad = true;
     }
@@ -1189,7 +1204,7 @@ int main(int argc, char** argv) {
         "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k,... (f16 or quantized)] "
         "[--modes=local,tp,remote,tp-daemons,gpu (each once; the first is the "
         "reference)] [--cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] "
-        "[--tesserad=PATH]\n"
+        "[--tesserad=PATH] [--simd=scalar|avx2|avx512|amx]\n"
         "heads divides dim, kv_heads (>= 2) divides heads; dim, ff and "
         "dim / kv_heads are multiples of the block size (32, or 256 for the "
         "k-quants)\n");

@@ -8,8 +8,8 @@
 // teacher-forced with the reference's tokens. Modes: one CPU device, a real
 // tesserad (remote: its CPU device, and its meta device of 2 CPU members
 // with weights and KV cache split by the client's LLaMA policy), the
-// layers over 2 CPU devices (pp 2, prompt micro-batches of 12
-// pipelined), tensor parallel over 2 CPU devices (tp 2:
+// layers over 2 CPU devices (pp 2, prompt micro-batches of 12, or 16
+// where a variant asks for the AMX products, pipelined), tensor parallel over 2 CPU devices (tp 2:
 // a meta device, heads and FFN split, the KV cache split by heads), and
 // both (pp 2 x tp 2: two meta stages of 2 CPU devices each, pipelined), and
 // the first GPU where there is one.
@@ -18,6 +18,13 @@
 // (the largest error relative to the row's largest logit); the test bounds
 // its maximum over the 48 rows.
 //  - F32 weights: 1e-4, and every greedy token equal.
+//  - F16 matrices (prompt micro-batches of 16): the reference runs on the
+//    F16 values. Products of 16 or more columns on AMX CPUs round the
+//    activations to BF16 (at most 2^-9 relative, an RMS error of ~0.11%
+//    per product); about 9 products in quadrature give ~0.34% RMS, and a
+//    row's largest error ~3 RMS against max |ref| ~2.5 RMS of the logits:
+//    ~0.4%, bound 1e-2. Elsewhere F16 products are F32 arithmetic.
+//    Greedy tokens are not required to match.
 //  - Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 matrices: the reference runs on the
 //    dequantized weights (its own dequantizers),
 //    so the difference is ggml's rounding of the activations to Q8_0 blocks
@@ -100,6 +107,9 @@ struct Variant {
   bool tokens_equal;
   // The KV cache's type (the reference's too).
   Type cache = Type::kF32;
+  // Prompt micro-batch: 12 + 12 + 8 (a remainder graph too), or 16 + 16,
+  // enough columns for the AMX tile products where the CPU has them.
+  int64_t ubatch = 12;
 };
 
 // Writes the model of `v`; returns the path.
@@ -172,7 +182,7 @@ double MaxRelativeError(const float* a, const float* r, int rows) {
 LlamaRunnerOptions Options(const Variant& v) {
   LlamaRunnerOptions o;
   o.n_ctx = 64;
-  o.n_ubatch = 12;  // 12 + 12 + 8: a remainder graph too
+  o.n_ubatch = v.ubatch;
   o.cache_type = v.cache;
   return o;
 }
@@ -361,8 +371,12 @@ INSTANTIATE_TEST_SUITE_P(
     Weights, LlamaCheckTest,
     ::testing::Values(
         Variant{"f32", kGgmlF32, kGgmlF32, 64, 96, 1e-4, true},
-        Variant{"q8_0", kGgmlQ8_0, kGgmlQ8_0, 64, 96, 5e-2, false},
-        Variant{"q4_0", kGgmlQ4_0, kGgmlQ4_0, 64, 96, 5e-2, false},
+        Variant{"q8_0", kGgmlQ8_0, kGgmlQ8_0, 64, 96, 5e-2, false,
+                Type::kF32, 16},
+        Variant{"q4_0", kGgmlQ4_0, kGgmlQ4_0, 64, 96, 5e-2, false,
+                Type::kF32, 16},
+        Variant{"f16", kGgmlF16, kGgmlF16, 64, 96, 1e-2, false, Type::kF32,
+                16},
         // Q5_0 matrices with Q5_1 where Q4_K_M keeps Q6_K, and Q4_1 ones.
         Variant{"q5_0", kGgmlQ5_0, kGgmlQ5_1, 64, 96, 5e-2, false},
         Variant{"q4_1", kGgmlQ4_1, kGgmlQ4_1, 64, 96, 5e-2, false},
