@@ -18,7 +18,7 @@ namespace tessera {
 // streams, into the outer caches (see kernels_generic.inc). Benchmarks that
 // measure a read limit prefetch the same way, so that the limit is not the
 // slower read.
-inline constexpr int64_t kWeightPrefetchBytes = 8192;
+inline constexpr int64_t kWeightPrefetchBytes = 16384;
 
 // Activations quantized for the products of 32-value blocks (Q8_0, Q4_0,
 // Q4_1, Q5_0, Q5_1). A row of k floats
