@@ -211,58 +211,44 @@ struct ResultTile {
   bool Whole() const { return nc == 16 && nr == 16; }
 };
 
-// GCC's tile intrinsics name their tile in the instruction's text, so a
-// tile number must be a literal: these dispatch 0-3 to one.
-void TileLoad(int tile, const void* p, int64_t stride) {
-  switch (tile) {
-    case 0:
-      _tile_loadd(0, p, stride);
-      return;
-    case 1:
-      _tile_loadd(1, p, stride);
-      return;
-    case 2:
-      _tile_loadd(2, p, stride);
-      return;
-    default:
-      _tile_loadd(3, p, stride);
-      return;
+// Expands OP(t) for the tile t of 0-3 that `tile` names: GCC's tile
+// intrinsics write their tile number into the instruction's text, so it
+// must be a literal.
+#define TESSERA_FOR_TILE(tile, OP) \
+  switch (tile) {                  \
+    case 0:                        \
+      OP(0);                       \
+      break;                       \
+    case 1:                        \
+      OP(1);                       \
+      break;                       \
+    case 2:                        \
+      OP(2);                       \
+      break;                       \
+    default:                       \
+      OP(3);                       \
+      break;                       \
   }
+
+void TileLoad(int tile, const void* p, int64_t stride) {
+#define TESSERA_TILE_LOAD(t) _tile_loadd(t, p, stride)
+  TESSERA_FOR_TILE(tile, TESSERA_TILE_LOAD)
+#undef TESSERA_TILE_LOAD
 }
 
 void TileStore(int tile, void* p, int64_t stride) {
-  switch (tile) {
-    case 0:
-      _tile_stored(0, p, stride);
-      return;
-    case 1:
-      _tile_stored(1, p, stride);
-      return;
-    case 2:
-      _tile_stored(2, p, stride);
-      return;
-    default:
-      _tile_stored(3, p, stride);
-      return;
-  }
+#define TESSERA_TILE_STORE(t) _tile_stored(t, p, stride)
+  TESSERA_FOR_TILE(tile, TESSERA_TILE_STORE)
+#undef TESSERA_TILE_STORE
 }
 
 void TileZero(int tile) {
-  switch (tile) {
-    case 0:
-      _tile_zero(0);
-      return;
-    case 1:
-      _tile_zero(1);
-      return;
-    case 2:
-      _tile_zero(2);
-      return;
-    default:
-      _tile_zero(3);
-      return;
-  }
+#define TESSERA_TILE_ZERO(t) _tile_zero(t)
+  TESSERA_FOR_TILE(tile, TESSERA_TILE_ZERO)
+#undef TESSERA_TILE_ZERO
 }
+
+#undef TESSERA_FOR_TILE
 
 void LoadResult(int tile, const ResultTile& t, bool first) {
   if (first) {
