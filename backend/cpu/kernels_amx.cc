@@ -1,23 +1,24 @@
 // The AMX level (SimdLevel::kAmx): the AVX-512 table, plus products of
-// BF16, Q8_0 and Q4_0 weights with many columns on the tile units (see
-// TileGemmArgs in kernels.h). Compiled with the AVX-512 flags and
+// BF16, F16, Q8_0 and Q4_0 weights with many columns on the tile units
+// (see TileGemmArgs in kernels.h). Compiled with the AVX-512 flags and
 // -mamx-tile -mamx-int8 -mamx-bf16 -mavx512bf16.
 //
 // A tile product adds A (16 rows of 64 bytes) times B (rows of 16 32-bit
 // words, each word two BF16 or four int8 consecutive values of one
 // column of B) into C (16 x 16 F32 or int32 sums).
-//  - BF16: A is 16 packed columns of src1 (rows of values, as they lie)
-//    and B 16 weight rows regrouped into words (transposed in registers,
-//    once per band of weights and chunk of k, then used against every
-//    column group), so C[c][r] is dst[c][r]: a destination column's 16
-//    rows are one tile row. C sums a chunk of k in F32 and is loaded from
-//    and stored to the destination around each chunk.
+//  - BF16 and F16: A is 16 packed columns of src1 (rows of values, as they
+//    lie) and B 16 weight rows regrouped into words (transposed in
+//    registers, once per band of weights and chunk of k, then used against
+//    every column group; an F16 weight as two BF16 parts, hi and lo, whose
+//    sum is exact, each its own B), so C[c][r] is dst[c][r]: a destination
+//    column's 16 rows are one tile row. C sums a chunk of k in F32 and is
+//    loaded from and stored to the destination around each chunk.
 //  - Q8_0 and Q4_0: A is 16 weight rows unpacked to bytes (Q4_0's levels
 //    less 8) with their scales as F32, once per band and chunk, and B 16
 //    packed columns; each 32-value block is one product into C (int32),
 //    scaled by the weight rows' and the columns' scales and summed in F32
-//    registers, four blocks' products running while the previous four
-//    are scaled.
+//    registers, in a pipeline over pairs of blocks (products, sums
+//    stored, sums scaled an iteration later).
 // Products go over k in chunks whose packed columns stay in the core's
 // second-level cache (kChunkBytes); each band of weights is read once per
 // chunk.
@@ -349,8 +350,8 @@ void TileMulMatFloat(const TileGemmArgs& a) {
 
 // ---- Q8_0 and Q4_0 -------------------------------------------------------
 
-// Tiles 0-3: C for four blocks; 4, 5: A (16 rows of a block's 32 bytes);
-// 6, 7: B (8 rows of 16 columns' four bytes).
+// Tiles 0-3: C for two pairs of blocks; 4, 5: A (16 rows of a block's 32
+// bytes); 6, 7: B (8 rows of 16 columns' four bytes).
 void ConfigureInt8() {
   TileConfig config;
   for (int t = 0; t < 4; ++t) {
@@ -476,7 +477,7 @@ void TileMulMatQuant(const TileGemmArgs& a) {
       std::clamp<int64_t>(kChunkBytes / (groups * kQuantTileBytes), 1, nb);
   char* band = a.scratch;
   int32_t* sums = reinterpret_cast<int32_t*>(a.scratch + group_bytes);
-  float* out = reinterpret_cast<float*>(sums + 2048);
+  float* out = reinterpret_cast<float*>(sums + 1024);  // after two pairs
   for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
     const int64_t b1 = std::min(nb, b0 + chunk);
     for (int64_t r0 = 0; r0 < a.rows; r0 += 16) {
@@ -486,9 +487,6 @@ void TileMulMatQuant(const TileGemmArgs& a) {
         const char* x = a.packed + g * group_bytes;
         __m512 acc[16];
         for (__m512& v : acc) v = _mm512_setzero_ps();
-        // Four blocks' products at a time into tiles of their own; the
-        // next four are issued before this four's sums are scaled, so that
-        // the tile unit and the vector unit work at once.
         // Pairs of blocks in a pipeline of three stages: pair i's products
         // (into tiles 0-1 or 2-3, by i's parity), pair i - 1's sums stored,
         // pair i - 2's sums scaled. A tile's sums are read an iteration
