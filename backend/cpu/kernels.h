@@ -84,12 +84,12 @@ inline size_t TileScratchBytes(Type type, int64_t k) {
   const size_t n = static_cast<size_t>(k);
   // A band of weights in the tile units' layout (BF16: 32 rows, two 1 KiB
   // tiles per 32 values; F16: four, its hi and lo parts; quantized: 16
-  // rows, a 512-byte tile and 16 F32 scales per block), then up to five
-  // 1 KiB tiles of results.
+  // rows, a 512-byte tile and 16 F32 scales per block), then four 1 KiB
+  // tiles of results.
   const size_t per_block = type == Type::kBF16  ? 2048
                            : type == Type::kF16 ? 4096
                                                 : 512 + 64;
-  return (n / 32) * per_block + 5120;
+  return (n / 32) * per_block + 4096;
 }
 
 struct TileGemmArgs {

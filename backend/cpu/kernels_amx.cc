@@ -83,29 +83,6 @@ void Transpose16(__m512i (&r)[16]) {
   for (int j = 0; j < 16; ++j) r[j] = t[j];
 }
 
-// dst[c][r0 + r] (= or +=) t[r][c] for r < nr, c < nc: a 16 x 16 tile of
-// sums into the destination's columns.
-void AddTile(const float* t, int64_t nr, int64_t nc, float* dst,
-             int64_t col_stride, bool first) {
-  if (nr == 16) {
-    const __m512i down = _mm512_mullo_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-        _mm512_set1_epi32(16));
-    for (int64_t c = 0; c < nc; ++c) {
-      const __m512 v = _mm512_i32gather_ps(down, t + c, sizeof(float));
-      float* out = dst + c * col_stride;
-      _mm512_storeu_ps(out, first ? v : _mm512_add_ps(v, _mm512_loadu_ps(out)));
-    }
-    return;
-  }
-  for (int64_t c = 0; c < nc; ++c) {
-    float* out = dst + c * col_stride;
-    for (int64_t r = 0; r < nr; ++r) {
-      out[r] = first ? t[r * 16 + c] : out[r] + t[r * 16 + c];
-    }
-  }
-}
-
 // ---- BF16 ----------------------------------------------------------------
 
 void PackBf16(const float* x, int64_t x_col_stride, int64_t cols, int64_t k,
@@ -477,11 +454,11 @@ void TileMulMatQuant(const TileGemmArgs& a) {
       std::clamp<int64_t>(kChunkBytes / (groups * kQuantTileBytes), 1, nb);
   char* band = a.scratch;
   int32_t* sums = reinterpret_cast<int32_t*>(a.scratch + group_bytes);
-  float* out = reinterpret_cast<float*>(sums + 1024);  // after two pairs
   for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
     const int64_t b1 = std::min(nb, b0 + chunk);
     for (int64_t r0 = 0; r0 < a.rows; r0 += 16) {
       const int64_t nr = std::min<int64_t>(16, a.rows - r0);
+      const __mmask16 rows = static_cast<__mmask16>((1u << nr) - 1);
       UnpackBand<Block>(a, r0, nr, b0, b1, band);
       for (int64_t g = 0; g < groups; ++g) {
         const char* x = a.packed + g * group_bytes;
@@ -532,10 +509,18 @@ void TileMulMatQuant(const TileGemmArgs& a) {
           _tile_stored(0, sums, 64);
           ScaleInto(acc, sums, w0, x0);
         }
-        for (int r = 0; r < 16; ++r) _mm512_store_ps(out + 16 * r, acc[r]);
+        // acc[r] holds row r of 16 columns; transposed, column c's 16
+        // rows are contiguous in dst.
+        __m512i by_column[16];
+        for (int r = 0; r < 16; ++r) by_column[r] = _mm512_castps_si512(acc[r]);
+        Transpose16(by_column);
         const int64_t c0 = g * kTileCols;
-        AddTile(out, nr, std::min<int64_t>(kTileCols, a.cols - c0),
-                a.dst + c0 * a.dst_col_stride + r0, a.dst_col_stride, b0 == 0);
+        for (int64_t c = 0; c < std::min<int64_t>(kTileCols, a.cols - c0); ++c) {
+          float* out = a.dst + (c0 + c) * a.dst_col_stride + r0;
+          __m512 v = _mm512_castsi512_ps(by_column[c]);
+          if (b0 != 0) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rows, out));
+          _mm512_mask_storeu_ps(out, rows, v);
+        }
       }
     }
   }
