@@ -92,16 +92,13 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "backend/alloc/tensor_allocator.h"
 #include "backend/assembly/device_spec.h"
@@ -114,6 +111,7 @@
 #include "backend/meta/meta_device.h"
 #include "backend/registry.h"
 #include "base/status_macros.h"
+#include "bench/counting_communicator.h"
 #include "client/client.h"
 #include "client/remote_device.h"
 #include "graph/context.h"
@@ -326,177 +324,6 @@ double StreamReadGBps(size_t bytes, int threads, int passes) {
   for (uint64_t s : sums) total += s;
   if (total != static_cast<uint64_t>(n) * (n - 1) / 2) return 0;
   return best;
-}
-
-// A Communicator that passes every call to `inner` and notes it, so that
-// the collectives a meta device queues can be counted and replayed.
-class CountingCommunicator final : public Communicator {
- public:
-  enum class Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
-  struct Call {
-    Kind kind;
-    Type type;
-    int64_t send_elements;  // rank 0's
-    int64_t recv_elements;
-  };
-
-  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
-
-  int size() const override { return inner_.size(); }
-  Device& device(int rank) const override { return inner_.device(rank); }
-
-  absl::Status AllReduce(absl::Span<Stream* const> streams,
-                         absl::Span<Tensor* const> tensors) override {
-    Note(Kind::kAllReduce, tensors, tensors);
-    return inner_.AllReduce(streams, tensors);
-  }
-  absl::Status AllGather(absl::Span<Stream* const> streams,
-                         absl::Span<Tensor* const> send,
-                         absl::Span<Tensor* const> recv) override {
-    Note(Kind::kAllGather, send, recv);
-    return inner_.AllGather(streams, send, recv);
-  }
-  absl::Status ReduceScatter(absl::Span<Stream* const> streams,
-                             absl::Span<Tensor* const> send,
-                             absl::Span<Tensor* const> recv) override {
-    Note(Kind::kReduceScatter, send, recv);
-    return inner_.ReduceScatter(streams, send, recv);
-  }
-  absl::Status Broadcast(absl::Span<Stream* const> streams, int root,
-                         absl::Span<Tensor* const> tensors) override {
-    Note(Kind::kBroadcast, tensors, tensors);
-    return inner_.Broadcast(streams, root, tensors);
-  }
-
-  // The calls noted since the last Take.
-  std::vector<Call> Take() {
-    absl::MutexLock lock(&mu_);
-    return std::exchange(calls_, {});
-  }
-
- private:
-  void Note(Kind kind, absl::Span<Tensor* const> send,
-            absl::Span<Tensor* const> recv) {
-    if (send.empty() || recv.empty() || send[0] == nullptr ||
-        recv[0] == nullptr) {
-      return;  // the inner communicator rejects it
-    }
-    absl::MutexLock lock(&mu_);
-    calls_.push_back(
-        {kind, send[0]->type, send[0]->NumElements(), recv[0]->NumElements()});
-  }
-
-  Communicator& inner_;
-  absl::Mutex mu_;
-  std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
-};
-
-std::string Describe(const std::vector<CountingCommunicator::Call>& calls) {
-  // Runs of equal calls: "16 x all-reduce F32[1024]".
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < calls.size();) {
-    size_t j = i;
-    while (j < calls.size() && calls[j].kind == calls[i].kind &&
-           calls[j].type == calls[i].type &&
-           calls[j].send_elements == calls[i].send_elements) {
-      ++j;
-    }
-    const char* kind = "";
-    switch (calls[i].kind) {
-      case CountingCommunicator::Kind::kAllReduce:
-        kind = "all-reduce";
-        break;
-      case CountingCommunicator::Kind::kAllGather:
-        kind = "all-gather";
-        break;
-      case CountingCommunicator::Kind::kReduceScatter:
-        kind = "reduce-scatter";
-        break;
-      case CountingCommunicator::Kind::kBroadcast:
-        kind = "broadcast";
-        break;
-    }
-    parts.push_back(absl::StrFormat("%d x %s %s[%d]", j - i, kind,
-                                    TypeName(calls[i].type),
-                                    calls[i].send_elements));
-    i = j;
-  }
-  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
-}
-
-// Median microseconds of `calls` issued back to back on new streams of
-// `comm`'s members (tensors of the calls' shapes, zeros) and synchronized.
-absl::StatusOr<double> ReplayMicros(
-    Communicator& comm, const std::vector<CountingCommunicator::Call>& calls,
-    int repeats) {
-  const int n = comm.size();
-  std::vector<std::unique_ptr<Stream>> owned;
-  std::vector<Stream*> streams;
-  for (int r = 0; r < n; ++r) {
-    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> s,
-                             comm.device(r).CreateStream());
-    streams.push_back(s.get());
-    owned.push_back(std::move(s));
-  }
-  Context ctx;
-  // Per call, per rank: send and receive tensors.
-  std::vector<std::vector<Tensor*>> send(calls.size()), recv(calls.size());
-  std::vector<std::vector<Tensor*>> per_rank(n);
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const CountingCommunicator::Call& c = calls[i];
-    for (int r = 0; r < n; ++r) {
-      TESSERA_ASSIGN_OR_RETURN(Tensor * s,
-                               ctx.NewTensor(c.type, {c.send_elements}));
-      per_rank[r].push_back(s);
-      send[i].push_back(s);
-      Tensor* d = s;
-      if (c.recv_elements != c.send_elements) {
-        TESSERA_ASSIGN_OR_RETURN(d, ctx.NewTensor(c.type, {c.recv_elements}));
-        per_rank[r].push_back(d);
-      }
-      recv[i].push_back(d);
-    }
-  }
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  for (int r = 0; r < n; ++r) {
-    if (per_rank[r].empty()) continue;
-    TESSERA_ASSIGN_OR_RETURN(
-        std::unique_ptr<Buffer> b,
-        AllocTensors(comm.device(r).buffer_type(), per_rank[r]));
-    TESSERA_RETURN_IF_ERROR(b->Clear(0));
-    buffers.push_back(std::move(b));
-  }
-  auto once = [&]() -> absl::Status {
-    for (size_t i = 0; i < calls.size(); ++i) {
-      switch (calls[i].kind) {
-        case CountingCommunicator::Kind::kAllReduce:
-          TESSERA_RETURN_IF_ERROR(comm.AllReduce(streams, send[i]));
-          break;
-        case CountingCommunicator::Kind::kAllGather:
-          TESSERA_RETURN_IF_ERROR(comm.AllGather(streams, send[i], recv[i]));
-          break;
-        case CountingCommunicator::Kind::kReduceScatter:
-          TESSERA_RETURN_IF_ERROR(
-              comm.ReduceScatter(streams, send[i], recv[i]));
-          break;
-        case CountingCommunicator::Kind::kBroadcast:
-          TESSERA_RETURN_IF_ERROR(comm.Broadcast(streams, 0, send[i]));
-          break;
-      }
-    }
-    for (Stream* s : streams) TESSERA_RETURN_IF_ERROR(s->Synchronize());
-    return absl::OkStatus();
-  };
-  TESSERA_RETURN_IF_ERROR(once());
-  std::vector<double> micros;
-  for (int i = 0; i < repeats; ++i) {
-    const auto start = Clock::now();
-    TESSERA_RETURN_IF_ERROR(once());
-    micros.push_back(1e6 * SecondsSince(start));
-  }
-  std::nth_element(micros.begin(), micros.begin() + micros.size() / 2,
-                   micros.end());
-  return micros[micros.size() / 2];
 }
 
 // Bytes one decode token reads: every weight once (token_embd one row),
