@@ -29,7 +29,7 @@ struct Plan {
   size_t element_size = sizeof(float);
   bool convert_a = false;
   bool convert_b = false;
-  size_t a_bytes = 0;  // scratch for the converted a
+  size_t a_bytes = 0;  // scratch for the converted a (or MatVec's)
   size_t b_bytes = 0;  // scratch for the converted b
 };
 
@@ -48,6 +48,8 @@ Plan MakePlan(const Tensor& node) {
   Plan plan;
   if (b.ne[1] == 1) {
     plan.matvec = true;
+    plan.a_bytes =
+        cuda_kernels::MatVecScratchBytes(ToKTensor(a), ToKTensor(b));
     return plan;
   }
   switch (a.type) {
@@ -158,8 +160,9 @@ absl::Status EnqueueMulMat(const CudaComputeContext& ctx, const Tensor& node) {
   const Plan plan = MakePlan(node);
   if (plan.matvec) {
     return Prefixed(node,
-                    CudaStatus(cuda_kernels::MatVec(dst, ToKTensor(a),
-                                                    ToKTensor(b), ctx.stream),
+                    CudaStatus(cuda_kernels::MatVec(
+                                   dst, ToKTensor(a), ToKTensor(b),
+                                   ctx.scratch, ctx.scratch_size, ctx.stream),
                                "MatVec kernel launch"));
   }
 

@@ -5,8 +5,10 @@
 //
 // dst [m, n, b2, b3] = a [k, m, a2, a3] x b [k, n, b2, b3] (rows dotted),
 // a broadcast over dims 2 and 3 (r2 = b2 / a2, r3 = b3 / a3):
-//  1. One column per batch (n == 1): the MatVec kernel, reading a in its
-//     own type (quantized blocks dequantized on the fly) and b as it lies.
+//  1. One column per batch (n == 1): the MatVec kernels, reading a in its
+//     own type (quantized blocks dequantized on the fly) and b as it lies;
+//     for Q8_0, Q4_0 and Q4_K weights b is first rounded to 8-bit blocks
+//     in scratch, as ggml's quantized products do.
 //  2. Otherwise cuBLAS (cublasGemmStridedBatchedEx, fp32 accumulation):
 //     - the compute type is a's for F32, F16 and BF16 (tensor cores for
 //       the 16-bit types), F16 for the quantized types (32-value
@@ -32,7 +34,8 @@ namespace tessera {
 // Whether the GEMM's dimensions fit cuBLAS's 32-bit integers.
 bool MulMatSupported(const Tensor& node);
 
-// Scratch bytes for the converted operands (0 for the MatVec path).
+// Scratch bytes for the converted operands, or for the MatVec path's
+// rounded activations.
 size_t MulMatScratchBytes(const Tensor& node);
 
 // Queues the product. Errors: the launch or cuBLAS error naming the call.

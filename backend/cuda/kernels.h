@@ -151,9 +151,13 @@ cudaError_t WaitHostFlag(const uint64_t* flag, uint64_t target,
 // mul_mat.cu
 // dst[i, 0, i2, i3] = dot(a row i, b row 0) for b with one column per
 // batch (b.ne[1] == 1); a of any type, broadcast over dims 2 and 3 (see
-// mul_mat.cu for the two kernels and which layouts take which).
+// mul_mat.cu for the kernels and which layouts take which). Q8_0, Q4_0
+// and Q4_K weights round the activations to 8 bits in `scratch` (device
+// memory, 16-byte aligned): MatVecScratchBytes(a, b) bytes, 0 for the
+// other types. A smaller `scratch_bytes` is cudaErrorInvalidValue.
+size_t MatVecScratchBytes(const KTensor& a, const KTensor& b);
 cudaError_t MatVec(const KTensor& dst, const KTensor& a, const KTensor& b,
-                   cudaStream_t stream);
+                   void* scratch, size_t scratch_bytes, cudaStream_t stream);
 
 }  // namespace tessera::cuda_kernels
 
