@@ -540,7 +540,9 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
   }
   PrintHeader();
   for (Type type : {Type::kF32, Type::kF16, Type::kBF16, Type::kQ8_0,
-                    Type::kQ4_0, Type::kQ4_1, Type::kQ5_0, Type::kQ5_1}) {
+                    Type::kQ4_0, Type::kQ4_1, Type::kQ5_0, Type::kQ5_1,
+                    Type::kQ2_K, Type::kQ3_K, Type::kQ4_K, Type::kQ5_K,
+                    Type::kQ6_K}) {
     for (int64_t n : {1, 8, 512}) {
       TESSERA_RETURN_IF_ERROR(MulMatCase(device, *stream, lim, only, type, n));
     }
