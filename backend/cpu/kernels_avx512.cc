@@ -4,8 +4,8 @@
 // 512-bit register and use VNNI dpbusd (u8 x s8 sums of four) for the integer
 // dot products; an odd last block goes through the 256-bit form. The K-quant
 // products (kernels_kquant_x86.inc) scale their 16-bit pair sums with VNNI
-// vpdpwssd; Q4_K against one column (decode) does so in 512-bit registers
-// (Q4KColumn).
+// vpdpwssd; Q4_K and Q5_K against one column (decode) do so in 512-bit
+// registers (KAffineColumn).
 
 #include <immintrin.h>
 
@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_levels.h"
@@ -333,29 +334,34 @@ constexpr int kKVecRows = kVecRows;
 
 #include "backend/cpu/kernels_kquant_x86.inc"
 
-// Q4_K against one activation column (a decode step's matrix-vector
-// product), up to four rows at a time, a super-block per step in 512-bit
-// registers:
+// Q4_K and Q5_K against one activation column (a decode step's
+// matrix-vector product), up to four rows at a time, a super-block per step
+// in 512-bit registers:
 //  - 64 bytes of nibbles are the levels of four sub-blocks: the low
 //    nibbles of sub-blocks 2c and 2c + 2, the high ones of 2c + 1 and
-//    2c + 3 (c = 0, 2). They meet the activation's bytes of the same
-//    sub-blocks, regrouped once per super-block for every row. As in
-//    kernels_kquant_x86.inc, maddubs makes 16-bit pair sums and vpdpwssd
-//    scales them by their sub-block's 6-bit scale and sums them in 32 bits.
+//    2c + 3 (c = 0, 2); Q5_K's fifth bits (bit s of qh[l] for value 32s +
+//    l) join them from qh in both halves, each half shifted by its
+//    sub-block. They meet the activation's bytes of the same sub-blocks,
+//    regrouped once per super-block for every row. As in
+//    kernels_kquant_x86.inc, maddubs makes 16-bit pair sums (levels up to
+//    31) and vpdpwssd scales them by their sub-block's 6-bit scale and sums
+//    them in 32 bits.
 //  - The rows' headers (d, dmin and the 12 bytes of scales and mins) are
 //    unpacked together, row r in 128-bit lane r, and the mins meet the
 //    activation's sub-block sums for all rows at once.
 // The 256-bit form of kernels_kquant_x86.inc, which products of several
 // columns still use, spends about twice the instructions per super-block:
-// bench/ops MUL_MAT q4_K n=1 (m=4096, k=14336) took 1.01 ms with it and
-// 0.77-0.80 ms with this, on a 2-core Sapphire Rapids-class VM.
-template <int R>
-void Q4KColumn(const QuantMatMulArgs& a, int64_t r0) {
+// bench/ops MUL_MAT n=1 (m=4096, k=14336) on a 2-core Sapphire
+// Rapids-class VM took 1.01 ms (q4_K) and 1.33 ms (q5_K) with it, 0.77-0.80
+// and 0.95-0.98 ms with this.
+template <typename Block, int R>
+void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R <= 4, "one 128-bit lane per row");
+  constexpr bool kFifthBits = std::is_same_v<Block, BlockQ5_K>;
   const int64_t nsb = a.k / kQK_K;
-  const BlockQ4_K* w[R];
+  const Block* w[R];
   for (int r = 0; r < R; ++r) {
-    w[r] = reinterpret_cast<const BlockQ4_K*>(a.w + (r0 + r) * a.w_row_bytes);
+    w[r] = reinterpret_cast<const Block*>(a.w + (r0 + r) * a.w_row_bytes);
   }
   const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
   const float* da = reinterpret_cast<const float*>(a.act + a.k);
@@ -377,6 +383,16 @@ void Q4KColumn(const QuantMatMulArgs& a, int64_t r0) {
       0x800B800A80098008, 0x800F800E800D800C, 0x800B800A80098008,
       0x800F800E800D800C, 0x800B800A80098008);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i fifth = _mm512_set1_epi8(0x10);
+  // The bit of qh holding the fifth bits of each level vector's halves:
+  // sub-blocks [4h, 4h + 2] and [4h + 1, 4h + 3] (16-bit shifts by at most
+  // 7 leave bit 0 of each byte its own).
+  auto halves_shift = [](int lo, int hi) {
+    return _mm512_mask_blend_epi16(0xFFFF0000, _mm512_set1_epi16(lo),
+                                   _mm512_set1_epi16(hi));
+  };
+  const __m512i fifth_shift[4] = {halves_shift(0, 2), halves_shift(1, 3),
+                                  halves_shift(4, 6), halves_shift(5, 7)};
   const __m512i low6 = _mm512_set1_epi32(0x3F3F3F3F);
   const __m512i low4 = _mm512_set1_epi32(0x0F0F0F0F);
   const __m512i low2 = _mm512_set1_epi32(0x03030303);
@@ -407,7 +423,7 @@ void Q4KColumn(const QuantMatMulArgs& a, int64_t r0) {
     // [scales 0..3, scales 4..7, mins 0..3, mins 4..7] (UnpackKScalesMins).
     __m512i header = _mm512_setzero_si512();
     for (int r = 0; r < R; ++r) {
-      const BlockQ4_K& b = w[r][i];
+      const Block& b = w[r][i];
       for (size_t o = 0; o < sizeof(b); o += 64) {
         PrefetchAhead(reinterpret_cast<const char*>(&b) + o);
       }
@@ -437,13 +453,24 @@ void Q4KColumn(const QuantMatMulArgs& a, int64_t r0) {
     for (int r = 0; r < R; ++r) {
       const __m512i row = _mm512_shuffle_i32x4(unpacked, unpacked, 0x55 * r);
       __m512i sum = _mm512_setzero_si512();
+      __m512i qh = _mm512_setzero_si512();
+      if constexpr (kFifthBits) {
+        qh = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r][i].qh)));
+      }
       for (int h = 0; h < 2; ++h) {
         const __m512i raw = _mm512_loadu_si512(w[r][i].qs + 64 * h);
-        const __m512i level[2] = {
-            _mm512_and_si512(raw, nibble),
-            _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble)};
+        __m512i level[2] = {_mm512_and_si512(raw, nibble),
+                            _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble)};
         for (int t = 0; t < 2; ++t) {
           const int j = 2 * h + t;
+          if constexpr (kFifthBits) {
+            // level | (bit << 4): ternary logic A | (B & C).
+            level[t] = _mm512_ternarylogic_epi32(
+                level[t],
+                _mm512_slli_epi16(_mm512_srlv_epi16(qh, fifth_shift[j]), 4),
+                fifth, 0xF8);
+          }
           sum = _mm512_dpwssd_epi32(sum,
                                     _mm512_maddubs_epi16(level[t], act[j]),
                                     _mm512_shuffle_epi8(row, pick[j]));
@@ -463,11 +490,16 @@ void Q4KColumn(const QuantMatMulArgs& a, int64_t r0) {
   }
 }
 
-void MulMatQ4KAvx512(const QuantMatMulArgs& a) {
-  if (a.cols != 1) return MulMatQ4K(a);
+// Products of one column by KAffineColumn, of several by
+// kernels_kquant_x86.inc's tiles (MulMatQ4K or MulMatQ5K).
+template <typename Block, void (*kTiles)(const QuantMatMulArgs&)>
+void MulMatKAffine(const QuantMatMulArgs& a) {
+  if (a.cols != 1) return kTiles(a);
   int64_t r = 0;
-  for (; r + kVecRows <= a.rows; r += kVecRows) Q4KColumn<kVecRows>(a, r);
-  for (; r < a.rows; ++r) Q4KColumn<1>(a, r);
+  for (; r + kVecRows <= a.rows; r += kVecRows) {
+    KAffineColumn<Block, kVecRows>(a, r);
+  }
+  for (; r < a.rows; ++r) KAffineColumn<Block, 1>(a, r);
 }
 
 struct FloatVec {
@@ -546,8 +578,8 @@ const CpuKernels kKernels = {
     .mul_mat_q5_1 = MulMatQ5Min,
     .mul_mat_q2_k = MulMatQ2K,
     .mul_mat_q3_k = MulMatQ3K,
-    .mul_mat_q4_k = MulMatQ4KAvx512,
-    .mul_mat_q5_k = MulMatQ5K,
+    .mul_mat_q4_k = MulMatKAffine<BlockQ4_K, MulMatQ4K>,
+    .mul_mat_q5_k = MulMatKAffine<BlockQ5_K, MulMatQ5K>,
     .mul_mat_q6_k = MulMatQ6K,
     .mat_vec_f32 = MatVec<F32Weights>,
     .mat_vec_f16 = MatVec<F16Weights>,
