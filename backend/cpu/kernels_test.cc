@@ -54,5 +54,36 @@ TEST(KernelsTest, QuantizeActIsTheSameAtEveryLevel) {
   }
 }
 
+// K-quant activation rows (256-value blocks with 16-value sums) likewise:
+// a block whose largest magnitude is 127 (levels x.5 round to even), all
+// zero, one NaN, one infinity, only tiny values, a lone largest float, and
+// random ones.
+TEST(KernelsTest, QuantizeActKIsTheSameAtEveryLevel) {
+  constexpr int64_t kBlocks = 8;
+  constexpr int64_t k = 256 * kBlocks;
+  std::vector<float> x(k);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (float& v : x) v = normal(rng);
+  for (int i = 0; i < 256; ++i) x[i] = i == 0 ? 127.0f : (i % 64) - 31.5f;
+  for (int i = 0; i < 256; ++i) x[256 + i] = 0.0f;
+  x[512 + 17] = std::numeric_limits<float>::quiet_NaN();
+  x[768 + 200] = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < 256; ++i) x[1024 + i] = 1e-38f * (i % 32 - 16);
+  for (int i = 0; i < 256; ++i) x[1280 + i] = i == 99 ? -3.4e38f : 1.0f;
+  const CpuKernels& scalar = KernelsFor(SimdLevel::kScalar);
+  std::vector<char> want(KActRowBytes(k)), got(KActRowBytes(k));
+  scalar.quantize_act_k(x.data(), want.data(), k);
+  for (SimdLevel level : SupportedSimdLevels()) {
+    std::memset(got.data(), 0x5A, got.size());
+    KernelsFor(level).quantize_act_k(x.data(), got.data(), k);
+    // q, d and s (the row's padding is not written).
+    EXPECT_EQ(std::memcmp(want.data(), got.data(),
+                          k + 4 * kBlocks + 2 * (k / 16)),
+              0)
+        << SimdLevelName(level);
+  }
+}
+
 }  // namespace
 }  // namespace tessera
