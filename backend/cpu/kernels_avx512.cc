@@ -74,6 +74,13 @@ __m256i WordHalves(int i, int j) {
                                  _mm256_set1_epi16(static_cast<int16_t>(j)));
 }
 
+// [i x 16, j x 16] as 32 words: a value per 256-bit half.
+__m512i WordHalves512(int i, int j) {
+  return _mm512_mask_blend_epi16(0xFFFF0000,
+                                 _mm512_set1_epi16(static_cast<int16_t>(i)),
+                                 _mm512_set1_epi16(static_cast<int16_t>(j)));
+}
+
 // Per weight type: the unsigned bytes u of a block with w = u - kOffset
 // (or w = u + m / dw for types with a minimum m, kHasMin), for one block
 // (Load1) and two consecutive blocks (Load2), and the two blocks' scales as
@@ -282,79 +289,65 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
   }
 };
 
-// QuantizeActGeneric in registers, equal bit for bit: per 32 values, the
-// largest magnitude (NaN if any value is NaN), levels x * (127 / amax)
-// rounded to nearest even (the default rounding mode, as nearbyint), and a
-// level outside [-127, 127] (what NaN, infinities and a scale of 0 give) is
-// 0.
+// The largest magnitude of n values (n a multiple of 16), NaN if any is
+// NaN: BlockAbsMax in registers.
+float AbsMaxOrNaN(const float* x, int n) {
+  __m512 amax = _mm512_setzero_ps();
+  __mmask16 nan = 0;
+  for (int i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
+  }
+  return nan != 0 ? std::numeric_limits<float>::quiet_NaN()
+                  : _mm512_reduce_max_ps(amax);
+}
+
+// ActLevel of 16 values at x, stored as bytes at q and returned as 32-bit
+// lanes: x * inv rounded to nearest even (the default rounding mode, as
+// nearbyint), and a level outside [-127, 127] (what NaN, infinities and a
+// scale of 0 give) 0.
+__m512i ActLevels16(const float* x, __m512 inv, int8_t* q) {
+  const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x), inv));
+  const __mmask16 in = _mm512_cmpge_epi32_mask(r, _mm512_set1_epi32(-127)) &
+                       _mm512_cmple_epi32_mask(r, _mm512_set1_epi32(127));
+  const __m512i v = _mm512_maskz_mov_epi32(in, r);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(v));
+  return v;
+}
+
+// QuantizeActGeneric and QuantizeActKGeneric in registers, equal bit for
+// bit: per block (32 or 256 values) the largest magnitude, the levels, and
+// the block's sum (times its scale) or every 16 levels' sum.
 void QuantizeAct(const float* x, char* row, int64_t k) {
   const int64_t nb = k / 32;
   int8_t* q = reinterpret_cast<int8_t*>(row);
   float* d = reinterpret_cast<float*>(row + k);
   float* s = d + nb;
-  const __m512i lo = _mm512_set1_epi32(-127);
-  const __m512i hi = _mm512_set1_epi32(127);
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512 x0 = _mm512_loadu_ps(x + 32 * b);
-    const __m512 x1 = _mm512_loadu_ps(x + 32 * b + 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) |
-                          _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q);
-    const float amax =
-        nan != 0 ? std::numeric_limits<float>::quiet_NaN()
-                 : _mm512_reduce_max_ps(
-                       _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-    const float scale = amax / 127.0f;
+    const float amax = AbsMaxOrNaN(x + 32 * b, 32);
     const __m512 inv = _mm512_set1_ps(ActInverse(amax));
-    __m512i v[2];
-    const __m512 xs[2] = {x0, x1};
-    for (int h = 0; h < 2; ++h) {
-      const __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(xs[h], inv));
-      const __mmask16 in = _mm512_cmpge_epi32_mask(r, lo) &
-                           _mm512_cmple_epi32_mask(r, hi);
-      v[h] = _mm512_maskz_mov_epi32(in, r);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16 * h),
-                       _mm512_cvtepi32_epi8(v[h]));
-    }
-    d[b] = scale;
-    s[b] = scale * static_cast<float>(
-                       _mm512_reduce_add_epi32(_mm512_add_epi32(v[0], v[1])));
+    const __m512i v0 = ActLevels16(x + 32 * b, inv, q + 32 * b);
+    const __m512i v1 = ActLevels16(x + 32 * b + 16, inv, q + 32 * b + 16);
+    d[b] = amax / 127.0f;
+    s[b] = d[b] * static_cast<float>(
+                      _mm512_reduce_add_epi32(_mm512_add_epi32(v0, v1)));
   }
 }
 
-// QuantizeActKGeneric in registers, equal bit for bit as QuantizeAct is:
-// per 256 values the largest magnitude (NaN if any value is NaN), levels
-// rounded to nearest even, a level outside [-127, 127] 0, and the sum of
-// every 16 levels.
 void QuantizeActK(const float* x, char* row, int64_t k) {
   const int64_t ns = k / kQK_K;
   int8_t* q = reinterpret_cast<int8_t*>(row);
   float* d = reinterpret_cast<float*>(row + k);
   int16_t* s = reinterpret_cast<int16_t*>(d + ns);
-  const __m512i lo = _mm512_set1_epi32(-127);
-  const __m512i hi = _mm512_set1_epi32(127);
   for (int64_t b = 0; b < ns; ++b) {
-    const float* xb = x + kQK_K * b;
-    __m512 amax16 = _mm512_setzero_ps();
-    __mmask16 nan = 0;
-    for (int g = 0; g < kQK_K / 16; ++g) {
-      const __m512 v = _mm512_loadu_ps(xb + 16 * g);
-      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      amax16 = _mm512_max_ps(amax16, _mm512_abs_ps(v));
-    }
-    const float amax = nan != 0 ? std::numeric_limits<float>::quiet_NaN()
-                                : _mm512_reduce_max_ps(amax16);
+    const float amax = AbsMaxOrNaN(x + kQK_K * b, kQK_K);
     d[b] = amax / 127.0f;
     const __m512 inv = _mm512_set1_ps(ActInverse(amax));
     for (int g = 0; g < kQK_K / 16; ++g) {
-      const __m512i r =
-          _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * g), inv));
-      const __mmask16 in =
-          _mm512_cmpge_epi32_mask(r, lo) & _mm512_cmple_epi32_mask(r, hi);
-      const __m512i v = _mm512_maskz_mov_epi32(in, r);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + kQK_K * b + 16 * g),
-                       _mm512_cvtepi32_epi8(v));
-      s[b * (kQK_K / 16) + g] =
-          static_cast<int16_t>(_mm512_reduce_add_epi32(v));
+      const int64_t i = kQK_K * b + 16 * g;
+      s[i / 16] = static_cast<int16_t>(
+          _mm512_reduce_add_epi32(ActLevels16(x + i, inv, q + i)));
     }
   }
 }
@@ -371,6 +364,40 @@ constexpr int kKTileCols = 4;
 constexpr int kKVecRows = kVecRows;
 
 #include "backend/cpu/kernels_kquant_x86.inc"
+
+// The operands of a K-quant product with one activation column (a
+// KActRowBytes row): R weight rows from r0, the activation's levels, block
+// scales and 16-value sums.
+template <typename Block, int R>
+struct KColumnOperands {
+  KColumnOperands(const QuantMatMulArgs& a, int64_t r0)
+      : super_blocks(a.k / kQK_K),
+        q(reinterpret_cast<const int8_t*>(a.act)),
+        da(reinterpret_cast<const float*>(a.act + a.k)),
+        group_sums(reinterpret_cast<const int16_t*>(da + super_blocks)) {
+    for (int r = 0; r < R; ++r) {
+      w[r] = reinterpret_cast<const Block*>(a.w + (r0 + r) * a.w_row_bytes);
+    }
+  }
+  int64_t super_blocks;
+  const Block* w[R];
+  const int8_t* q;
+  const float* da;
+  const int16_t* group_sums;
+};
+
+// Levels with high bits: low | ((bits >> shift) << 4 & mask), per byte
+// (16-bit shifts by at most 7 keep each byte's low bits its own), the
+// merge in one ternary-logic instruction (A | (B & C)).
+__m512i MergeHighBits(__m512i low, __m512i bits, __m512i shift,
+                      __m512i mask) {
+  return _mm512_ternarylogic_epi32(
+      low, _mm512_slli_epi16(_mm512_srlv_epi16(bits, shift), 4), mask, 0xF8);
+}
+
+// The sub-blocks of the two 256-bit halves of KAffineColumn's level
+// vector j.
+constexpr int kHalfSubBlocks[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
 
 // Q4_K and Q5_K against one activation column (a decode step's
 // matrix-vector product), up to four rows at a time, a super-block per step
@@ -396,41 +423,27 @@ template <typename Block, int R>
 void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R <= 4, "one 128-bit lane per row");
   constexpr bool kFifthBits = std::is_same_v<Block, BlockQ5_K>;
-  const int64_t nsb = a.k / kQK_K;
-  const Block* w[R];
-  for (int r = 0; r < R; ++r) {
-    w[r] = reinterpret_cast<const Block*>(a.w + (r0 + r) * a.w_row_bytes);
+  const KColumnOperands<Block, R> in(a, r0);
+  const Block* const* w = in.w;
+  // Per level vector j: vpshufb indices (the same in every 128-bit lane of
+  // a row's broadcast header) of its sub-blocks' scales as 16-bit words
+  // (byte index, high byte zeroed by 0x80), and the bit of qh holding the
+  // fifth bits of its halves.
+  __m512i pick[4];
+  __m512i fifth_shift[4];
+  for (int j = 0; j < 4; ++j) {
+    const int lo = kHalfSubBlocks[j][0];
+    const int hi = kHalfSubBlocks[j][1];
+    pick[j] = WordHalves512(0x8000 | lo, 0x8000 | hi);
+    fifth_shift[j] = WordHalves512(lo, hi);
   }
-  const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
-  const float* da = reinterpret_cast<const float*>(a.act + a.k);
-  const int16_t* group_sums = reinterpret_cast<const int16_t*>(da + nsb);
-  // vpshufb indices (the same in every 128-bit lane of a row's broadcast
-  // header): the scales of sub-blocks lo and hi as 16-bit words, [lo x 16,
-  // hi x 16], and the eight mins (bytes 8..15) as words.
-  auto scale_words = [](char lo, char hi) {
-    const __m512i lo_words = _mm512_set1_epi16(static_cast<int16_t>(
-        static_cast<uint8_t>(lo) | 0x8000));
-    const __m512i hi_words = _mm512_set1_epi16(static_cast<int16_t>(
-        static_cast<uint8_t>(hi) | 0x8000));
-    return _mm512_mask_blend_epi16(0xFFFF0000, lo_words, hi_words);
-  };
-  const __m512i pick[4] = {scale_words(0, 2), scale_words(1, 3),
-                           scale_words(4, 6), scale_words(5, 7)};
+  // The eight mins (bytes 8..15) as words.
   const __m512i min_words = _mm512_set_epi64(
       0x800F800E800D800C, 0x800B800A80098008, 0x800F800E800D800C,
       0x800B800A80098008, 0x800F800E800D800C, 0x800B800A80098008,
       0x800F800E800D800C, 0x800B800A80098008);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i fifth = _mm512_set1_epi8(0x10);
-  // The bit of qh holding the fifth bits of each level vector's halves:
-  // sub-blocks [4h, 4h + 2] and [4h + 1, 4h + 3] (16-bit shifts by at most
-  // 7 leave bit 0 of each byte its own).
-  auto halves_shift = [](int lo, int hi) {
-    return _mm512_mask_blend_epi16(0xFFFF0000, _mm512_set1_epi16(lo),
-                                   _mm512_set1_epi16(hi));
-  };
-  const __m512i fifth_shift[4] = {halves_shift(0, 2), halves_shift(1, 3),
-                                  halves_shift(4, 6), halves_shift(5, 7)};
   const __m512i low6 = _mm512_set1_epi32(0x3F3F3F3F);
   const __m512i low4 = _mm512_set1_epi32(0x0F0F0F0F);
   const __m512i low2 = _mm512_set1_epi32(0x03030303);
@@ -440,8 +453,8 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   __m512 min_acc = _mm512_setzero_ps();  // 4 lanes per row
-  for (int64_t i = 0; i < nsb; ++i) {
-    const int8_t* qi = q + kQK_K * i;
+  for (int64_t i = 0; i < in.super_blocks; ++i) {
+    const int8_t* qi = in.q + kQK_K * i;
     __m512i act[4];
     for (int h = 0; h < 2; ++h) {
       const __m512i x0 = _mm512_loadu_si512(qi + 128 * h);
@@ -453,7 +466,7 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
     // The activation's sub-block sums as 8 words in every lane.
     const __m256i pair_sums = _mm256_madd_epi16(
         _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(group_sums + (kQK_K / 16) * i)),
+            reinterpret_cast<const __m256i*>(in.group_sums + (kQK_K / 16) * i)),
         _mm256_set1_epi16(1));
     const __m512i sub_sums =
         _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(pair_sums));
@@ -477,7 +490,7 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
     const __m512i unpacked = _mm512_mask_blend_epi32(
         0xAAAA, _mm512_and_si512(lows, low6), high_bits);
     // d * da of row r in float r * 4, dmin * da in every float of lane r.
-    const __m512 da_i = _mm512_set1_ps(da[i]);
+    const __m512 da_i = _mm512_set1_ps(in.da[i]);
     const __m512 d = _mm512_mul_ps(
         _mm512_cvtph_ps(_mm512_cvtepi32_epi16(header)), da_i);
     const __m512 dmin = _mm512_permute_ps(
@@ -498,16 +511,13 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
       }
       for (int h = 0; h < 2; ++h) {
         const __m512i raw = _mm512_loadu_si512(w[r][i].qs + 64 * h);
-        __m512i level[2] = {_mm512_and_si512(raw, nibble),
-                            _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble)};
+        __m512i level[2] = {
+            _mm512_and_si512(raw, nibble),
+            _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble)};
         for (int t = 0; t < 2; ++t) {
           const int j = 2 * h + t;
           if constexpr (kFifthBits) {
-            // level | (bit << 4): ternary logic A | (B & C).
-            level[t] = _mm512_ternarylogic_epi32(
-                level[t],
-                _mm512_slli_epi16(_mm512_srlv_epi16(qh, fifth_shift[j]), 4),
-                fifth, 0xF8);
+            level[t] = MergeHighBits(level[t], qh, fifth_shift[j], fifth);
           }
           sum = _mm512_dpwssd_epi32(sum,
                                     _mm512_maddubs_epi16(level[t], act[j]),
@@ -540,42 +550,37 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
 // q6_K n=1 (m=4096, k=14336) took 1.22-1.28 ms with the 256-bit form of
 // kernels_kquant_x86.inc and 1.10 ms with this, on a 2-core Sapphire
 // Rapids-class VM.
+// Word w of the pair sums of values 64v .. 64v + 63 is in group
+// 4v + w / 8 (a vpermw index per v).
+struct Q6KGroupIndex {
+  alignas(64) int16_t word[4][32];
+};
+constexpr Q6KGroupIndex kQ6KGroupOf = [] {
+  Q6KGroupIndex index{};
+  for (int v = 0; v < 4; ++v) {
+    for (int w = 0; w < 32; ++w) {
+      index.word[v][w] = static_cast<int16_t>(4 * v + w / 8);
+    }
+  }
+  return index;
+}();
+
 template <int R>
 void Q6KColumn(const QuantMatMulArgs& a, int64_t r0) {
-  const int64_t nsb = a.k / kQK_K;
-  const BlockQ6_K* w[R];
-  for (int r = 0; r < R; ++r) {
-    w[r] = reinterpret_cast<const BlockQ6_K*>(a.w + (r0 + r) * a.w_row_bytes);
-  }
-  const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
-  const float* da = reinterpret_cast<const float*>(a.act + a.k);
-  const int16_t* group_sums = reinterpret_cast<const int16_t*>(da + nsb);
+  const KColumnOperands<BlockQ6_K, R> in(a, r0);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i top = _mm512_set1_epi8(0x30);
-  auto halves = [](int lo, int hi) {
-    return _mm512_mask_blend_epi16(0xFFFF0000, _mm512_set1_epi16(lo),
-                                   _mm512_set1_epi16(hi));
-  };
   // The qh bits of sub-blocks [4h, 4h + 1] (low nibbles) and [4h + 2,
   // 4h + 3] (high nibbles).
-  const __m512i top_shift[2] = {halves(0, 2), halves(4, 6)};
-  // Word w of the pair sums of values 64v .. 64v + 63 is in group 4v + w / 8.
-  __m512i group_of[4];
-  for (int v = 0; v < 4; ++v) {
-    alignas(64) int16_t index[32];
-    for (int word = 0; word < 32; ++word) {
-      index[word] = static_cast<int16_t>(4 * v + word / 8);
-    }
-    group_of[v] = _mm512_load_si512(index);
-  }
+  const __m512i top_shift[2] = {WordHalves512(0, 2), WordHalves512(4, 6)};
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nsb; ++i) {
-    const int8_t* qi = q + kQK_K * i;
+  for (int64_t i = 0; i < in.super_blocks; ++i) {
+    const int8_t* qi = in.q + kQK_K * i;
     const __m256i sums = _mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(group_sums + (kQK_K / 16) * i));
+        reinterpret_cast<const __m256i*>(in.group_sums + (kQK_K / 16) * i));
     for (int r = 0; r < R; ++r) {
-      const BlockQ6_K& b = w[r][i];
+      const BlockQ6_K& b = in.w[r][i];
       for (size_t o = 0; o < sizeof(b); o += 64) {
         PrefetchAhead(reinterpret_cast<const char*>(&b) + o);
       }
@@ -592,22 +597,20 @@ void Q6KColumn(const QuantMatMulArgs& a, int64_t r0) {
             _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble)};
         for (int t = 0; t < 2; ++t) {
           const int v = 2 * h + t;
-          // low | (two bits << 4): ternary logic A | (B & C).
-          const __m512i level = _mm512_ternarylogic_epi32(
-              low[t],
-              _mm512_slli_epi16(_mm512_srlv_epi16(high, top_shift[t]), 4),
-              top, 0xF8);
+          const __m512i level = MergeHighBits(low[t], high, top_shift[t], top);
           sum = _mm512_dpwssd_epi32(
               sum,
               _mm512_maddubs_epi16(level, _mm512_loadu_si512(qi + 64 * v)),
-              _mm512_permutexvar_epi16(group_of[v], scales));
+              _mm512_permutexvar_epi16(
+                  _mm512_load_si512(kQ6KGroupOf.word[v]), scales));
         }
       }
       const __m256i offset =
           _mm256_slli_epi32(_mm256_madd_epi16(scale16, sums), 5);
       sum = _mm512_sub_epi32(sum, _mm512_zextsi256_si512(offset));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
-                               _mm512_set1_ps(_cvtsh_ss(b.d) * da[i]), acc[r]);
+                               _mm512_set1_ps(_cvtsh_ss(b.d) * in.da[i]),
+                               acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) a.dst[r0 + r] = _mm512_reduce_add_ps(acc[r]);

@@ -13,6 +13,25 @@
 namespace tessera {
 namespace {
 
+using QuantizeActFn = void (*)(const float* x, char* row, int64_t k);
+
+// Expects the first `bytes` bytes (q, d and s; a row's padding is not
+// written) of x's activation row, made by the activation quantizer
+// `quantize` of every supported level, to equal the scalar level's.
+void ExpectSameAtEveryLevel(QuantizeActFn CpuKernels::*quantize,
+                            const std::vector<float>& x, size_t row_bytes,
+                            size_t bytes) {
+  const int64_t k = static_cast<int64_t>(x.size());
+  std::vector<char> want(row_bytes), got(row_bytes);
+  (KernelsFor(SimdLevel::kScalar).*quantize)(x.data(), want.data(), k);
+  for (SimdLevel level : SupportedSimdLevels()) {
+    std::memset(got.data(), 0x5A, got.size());
+    (KernelsFor(level).*quantize)(x.data(), got.data(), k);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), bytes), 0)
+        << SimdLevelName(level);
+  }
+}
+
 // Activation rows quantize to the same bytes at every level as at the
 // scalar one: random blocks and the blocks where rounding or the scale has
 // to choose (halves that round to even, all zero, NaN, infinities, the
@@ -43,15 +62,8 @@ TEST(KernelsTest, QuantizeActIsTheSameAtEveryLevel) {
   // A block of only tiny values, and one of a lone largest float.
   for (int i = 0; i < 32; ++i) x[32 * 20 + i] = 1e-38f * (i - 16);
   for (int i = 0; i < 32; ++i) x[32 * 21 + i] = i == 3 ? -3.4e38f : 1.0f;
-  const CpuKernels& scalar = KernelsFor(SimdLevel::kScalar);
-  std::vector<char> want(ActRowBytes(k)), got(ActRowBytes(k));
-  scalar.quantize_act(x.data(), want.data(), k);
-  for (SimdLevel level : SupportedSimdLevels()) {
-    std::memset(got.data(), 0x5A, got.size());
-    KernelsFor(level).quantize_act(x.data(), got.data(), k);
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), k + 8 * kBlocks), 0)
-        << SimdLevelName(level);
-  }
+  ExpectSameAtEveryLevel(&CpuKernels::quantize_act, x, ActRowBytes(k),
+                         k + 8 * kBlocks);
 }
 
 // K-quant activation rows (256-value blocks with 16-value sums) likewise:
@@ -71,18 +83,8 @@ TEST(KernelsTest, QuantizeActKIsTheSameAtEveryLevel) {
   x[768 + 200] = -std::numeric_limits<float>::infinity();
   for (int i = 0; i < 256; ++i) x[1024 + i] = 1e-38f * (i % 32 - 16);
   for (int i = 0; i < 256; ++i) x[1280 + i] = i == 99 ? -3.4e38f : 1.0f;
-  const CpuKernels& scalar = KernelsFor(SimdLevel::kScalar);
-  std::vector<char> want(KActRowBytes(k)), got(KActRowBytes(k));
-  scalar.quantize_act_k(x.data(), want.data(), k);
-  for (SimdLevel level : SupportedSimdLevels()) {
-    std::memset(got.data(), 0x5A, got.size());
-    KernelsFor(level).quantize_act_k(x.data(), got.data(), k);
-    // q, d and s (the row's padding is not written).
-    EXPECT_EQ(std::memcmp(want.data(), got.data(),
-                          k + 4 * kBlocks + 2 * (k / 16)),
-              0)
-        << SimdLevelName(level);
-  }
+  ExpectSameAtEveryLevel(&CpuKernels::quantize_act_k, x, KActRowBytes(k),
+                         k + 4 * kBlocks + 2 * (k / 16));
 }
 
 }  // namespace
