@@ -487,6 +487,47 @@ absl::Status FlashAttnCase(CpuDevice& device, Stream& stream, const Limits& lim,
   return absl::OkStatus();
 }
 
+// FLASH_ATTN_EXT decode over a KV cache as model/llama.cc (and llama.cpp)
+// keep it: one F16 row of all 8 K/V heads per position, each head a view
+// whose rows lie a whole cache row apart, as in a 1B LLaMA (32 query
+// heads of 64). Bound by reading K and V.
+absl::Status FlashAttnCacheCase(CpuDevice& device, Stream& stream,
+                                const Limits& lim, std::string_view only) {
+  constexpr int64_t kD = 64, kHeads = 32, kKvHeads = 8, kKv = 4096;
+  const std::string name =
+      absl::StrFormat("FLASH_ATTN_EXT f16 d=%d kv=%d cache decode", kD, kKv);
+  if (!Selected(name, only)) return absl::OkStatus();
+  OneOp op;
+  size_t kv_bytes = 0;
+  TESSERA_RETURN_IF_ERROR(Prepare(
+      device,
+      [&](Context& ctx) -> absl::StatusOr<Tensor*> {
+        TESSERA_ASSIGN_OR_RETURN(Tensor * q,
+                                 ctx.NewTensor(Type::kF32, {kD, 1, kHeads}));
+        Tensor* heads[2];
+        for (Tensor*& h : heads) {
+          TESSERA_ASSIGN_OR_RETURN(
+              Tensor * cache, ctx.NewTensor(Type::kF16, {kD * kKvHeads, kKv}));
+          kv_bytes += cache->NumBytes();
+          TESSERA_ASSIGN_OR_RETURN(
+              h, View(ctx, cache, {kD, kKvHeads, kKv},
+                      {kD * sizeof(uint16_t), cache->nb[1]}, 0));
+          TESSERA_ASSIGN_OR_RETURN(h, Permute(ctx, h, 0, 2, 1, 3));
+        }
+        TESSERA_ASSIGN_OR_RETURN(Tensor * mask,
+                                 ctx.NewTensor(Type::kF16, {kKv, 1}));
+        return FlashAttnExt(ctx, q, heads[0], heads[1], mask, 0.125f, 0.0f,
+                            0.0f);
+      },
+      op));
+  TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
+  const double flops = 4.0 * kD * kKv * kHeads / seconds;
+  const double bytes_per_s = kv_bytes / seconds;
+  PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
+           bytes_per_s / ReadBandwidth(kv_bytes, lim.threads), "read", 0);
+  return absl::OkStatus();
+}
+
 // 100 dependent ADDs of f32[16]: microseconds per node.
 absl::Status AddChainCase(CpuDevice& device, Stream& stream,
                           std::string_view only) {
@@ -589,6 +630,7 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
   }
   TESSERA_RETURN_IF_ERROR(FlashAttnCase(device, *stream, lim, only, Type::kF16,
                                         /*n_q=*/1, /*kKv=*/16384));
+  TESSERA_RETURN_IF_ERROR(FlashAttnCacheCase(device, *stream, lim, only));
   TESSERA_RETURN_IF_ERROR(
       FlashAttnCase(device, *stream, lim, only, Type::kF16, /*n_q=*/512));
   // Every row of the table gathered once (the indices are 0..511), so the

@@ -636,6 +636,41 @@ struct FloatVec {
   static V Broadcast(float x) { return _mm512_set1_ps(x); }
   static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static float Sum(V v) { return _mm512_reduce_add_ps(v); }
+  // sums[i] = Sum(v[i]) for 16 vectors, as a tree of adds that transposes
+  // as it goes (45 instructions; 16 reductions take about 140): each step
+  // halves the vectors and doubles the sums one vector carries, in 128-bit
+  // lanes and then within them. Float 4k + e of the result sums the first
+  // step's input 4e + k; taking v[4k + e] as that input puts Sum(v[i]) in
+  // float i.
+  static void SumEach(const V* v, float* sums) {
+    auto input = [v](int j) { return v[4 * (j % 4) + j / 4]; };
+    V pairs[8];  // lanes: two halves of two vectors
+    for (int i = 0; i < 8; ++i) {
+      const V a = input(2 * i);
+      const V b = input(2 * i + 1);
+      pairs[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44),
+                               _mm512_shuffle_f32x4(a, b, 0xEE));
+    }
+    V quads[4];  // lane k: four partial sums of one vector
+    for (int i = 0; i < 4; ++i) {
+      const V a = pairs[2 * i];
+      const V b = pairs[2 * i + 1];
+      quads[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88),
+                               _mm512_shuffle_f32x4(a, b, 0xDD));
+    }
+    V halves[2];  // lane k: two partial sums each of four vectors
+    for (int i = 0; i < 2; ++i) {
+      const V a = quads[2 * i];
+      const V b = quads[2 * i + 1];
+      halves[i] =
+          _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    }
+    const V low =
+        _mm512_shuffle_ps(halves[0], halves[1], _MM_SHUFFLE(1, 0, 1, 0));
+    const V high =
+        _mm512_shuffle_ps(halves[0], halves[1], _MM_SHUFFLE(3, 2, 3, 2));
+    _mm512_storeu_ps(sums, _mm512_add_ps(low, high));
+  }
   static V LoadF32(const float* p) { return _mm512_loadu_ps(p); }
   static void StoreF32(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V LoadF16(const uint16_t* p) {
