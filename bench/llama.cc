@@ -105,6 +105,7 @@
 #include "backend/comm/communicator.h"
 #include "backend/comm/host_communicator.h"
 #include "backend/cpu/cpu_device.h"
+#include "backend/cpu/host_pages.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/simd_level.h"
 #include "backend/meta/llama_policy.h"
@@ -275,10 +276,12 @@ absl::Status WriteModel(const Config& c, int32_t matrix_type,
 }
 
 // GB/s of `threads` threads summing disjoint parts of a `bytes`
-// buffer (touched first), the best of `passes`.
+// buffer (touched first, on the pages the CPU device's buffers have), the
+// best of `passes`.
 double StreamReadGBps(size_t bytes, int threads, int passes) {
   const size_t n = bytes / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buffer(new uint64_t[n]);
+  const HostPages pages = AllocHostPages(n * sizeof(uint64_t));
+  uint64_t* buffer = static_cast<uint64_t*>(pages.get());
   auto part = [&](int t, size_t* begin, size_t* end) {
     *begin = n * t / threads;
     *end = n * (t + 1) / threads;
@@ -301,7 +304,7 @@ double StreamReadGBps(size_t bytes, int threads, int passes) {
     each_thread([&](int t) {
       size_t begin, end;
       part(t, &begin, &end);
-      const uint64_t* x = buffer.get();
+      const uint64_t* x = buffer;
       uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       size_t i = begin;
       // One cache line per step, prefetched as the mat-vec kernels

@@ -50,6 +50,7 @@
 #include "absl/strings/str_format.h"
 #include "backend/alloc/tensor_allocator.h"
 #include "backend/cpu/cpu_device.h"
+#include "backend/cpu/host_pages.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/simd_level.h"
 #include "base/status_macros.h"
@@ -106,12 +107,17 @@ void OnThreads(int threads, Fn fn) {
 // Bytes per second of memcpy (read plus written) of `bytes` on `threads`
 // threads, each copying its share between buffers already touched.
 double CopyBandwidth(size_t bytes, int threads) {
-  std::vector<char> src(bytes, 1);
-  std::vector<char> dst(bytes, 2);
+  // On the pages the device's buffers have (host_pages.h).
+  const HostPages src_pages = AllocHostPages(bytes);
+  const HostPages dst_pages = AllocHostPages(bytes);
+  char* src = static_cast<char*>(src_pages.get());
+  char* dst = static_cast<char*>(dst_pages.get());
+  std::memset(src, 1, bytes);
+  std::memset(dst, 2, bytes);
   const size_t part = bytes / threads;
   const double seconds = TimePerCall([&] {
     OnThreads(threads, [&](int t) {
-      std::memcpy(dst.data() + t * part, src.data() + t * part, part);
+      std::memcpy(dst + t * part, src + t * part, part);
     });
   });
   return 2.0 * static_cast<double>(part * threads) / seconds;
@@ -150,16 +156,20 @@ uint64_t ReducePortable(const uint64_t* p, size_t n) {
 }
 
 // Bytes per second of a SIMD read-reduce of `bytes` (a buffer already
-// touched) on `threads` threads, each summing its share.
+// touched, on the pages the device's buffers have) on `threads` threads,
+// each summing its share.
 double ReadBandwidth(size_t bytes, int threads) {
   const size_t vectors = bytes / 32 / threads;
-  std::vector<uint64_t> buffer(vectors * threads * 4, 3);
+  const size_t words = vectors * threads * 4;
+  const HostPages pages = AllocHostPages(words * sizeof(uint64_t));
+  uint64_t* buffer = static_cast<uint64_t*>(pages.get());
+  std::fill(buffer, buffer + words, 3);
   const bool avx2 = __builtin_cpu_supports("avx2");
   std::atomic<uint64_t> sink{0};
   const double seconds = TimePerCall(
       [&] {
         OnThreads(threads, [&](int t) {
-          const uint64_t* part = buffer.data() + t * vectors * 4;
+          const uint64_t* part = buffer + t * vectors * 4;
           sink += avx2
                       ? ReduceAvx2(reinterpret_cast<const char*>(part), vectors)
                       : ReducePortable(part, vectors * 4);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "backend/cpu/host_memory.h"
+#include "backend/cpu/host_pages.h"
 
 namespace tessera {
 
@@ -52,7 +53,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> CpuBufferType::Alloc(size_t size) {
   }
 
   // 4. Allocate; on failure give the reservation back.
-  void* data = std::aligned_alloc(kAlignment, rounded);
+  HostPages data = AllocHostPages(rounded);
   if (data == nullptr) {
     Release(size);
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -60,16 +61,13 @@ absl::StatusOr<std::unique_ptr<Buffer>> CpuBufferType::Alloc(size_t size) {
         "available to the device)",
         name_, size, total - device_.used_.load(), total));
   }
-  return std::make_unique<CpuBuffer>(
-      *this, size, std::unique_ptr<void, CpuBuffer::FreeDeleter>(data));
+  return std::make_unique<CpuBuffer>(*this, size, std::move(data));
 }
 
 void CpuBufferType::Release(size_t size) { device_.used_.fetch_sub(size); }
 
-void CpuBuffer::FreeDeleter::operator()(void* p) const { std::free(p); }
-
 CpuBuffer::CpuBuffer(CpuBufferType& type, size_t size,
-                     std::unique_ptr<void, FreeDeleter> data)
+                     HostPages data)
     : Buffer(type, size), cpu_type_(type), data_(std::move(data)) {}
 
 CpuBuffer::~CpuBuffer() { cpu_type_.Release(size()); }

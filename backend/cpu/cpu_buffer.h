@@ -11,10 +11,12 @@
 #include "absl/status/statusor.h"
 #include "backend/buffer.h"
 #include "backend/cpu/cpu_device.h"
+#include "backend/cpu/host_pages.h"
 
 namespace tessera {
 
-// Host memory of one CpuDevice, 64-byte aligned. Allocations count against
+// Host memory of one CpuDevice, 64-byte aligned (large buffers on huge
+// pages: host_pages.h). Allocations count against
 // the device's memory_limit (or physical RAM). Thread-safe. Owned by its
 // device; its buffers must be destroyed before the device.
 class CpuBufferType final : public BufferType {
@@ -44,13 +46,8 @@ class CpuBufferType final : public BufferType {
 // device's accounting on destruction.
 class CpuBuffer final : public Buffer {
  public:
-  struct FreeDeleter {
-    void operator()(void* p) const;
-  };
-
-  // Takes `data` (at least max(size, 1) bytes, from std::aligned_alloc).
-  CpuBuffer(CpuBufferType& type, size_t size,
-            std::unique_ptr<void, FreeDeleter> data);
+  // Takes `data` (at least max(size, 1) bytes).
+  CpuBuffer(CpuBufferType& type, size_t size, HostPages data);
   ~CpuBuffer() override;
 
   void* base() override { return data_.get(); }
@@ -62,7 +59,7 @@ class CpuBuffer final : public Buffer {
 
  private:
   CpuBufferType& cpu_type_;
-  std::unique_ptr<void, FreeDeleter> data_;
+  HostPages data_;
 };
 
 }  // namespace tessera
