@@ -641,6 +641,10 @@ void AddMulMatCases(CaseList& cases) {
       // A quantized matrix-vector product: rows not a multiple of its
       // tiles, an odd block count.
       {96, 11, 1, {1, 1}, {1, 1}, kC, kC, false},
+      // Blocks in steps of four and one at a time after them; the last
+      // row's last step ending at the weights' end.
+      {224, 11, 1, {1, 1}, {1, 1}, kC, kC, false},
+      {128, 5, 1, {1, 1}, {1, 1}, kC, kC, false},
       {64, 7, 5, {2, 3}, {2, 3}, kC, kC, false},
       {64, 7, 5, {2, 3}, {4, 6}, kC, kC, false},
       {64, 3, 4, {1, 1}, {3, 2}, kC, kC, false},
