@@ -16,11 +16,15 @@
 namespace tessera::reference_internal {
 namespace {
 
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+// evaluated as x / (1 + e^(-2u)) (the same value): for x below about -6,
+// 1 + tanh(u) cancels to a few ulps of 1 and would keep only the first
+// digit or two of a result near 1e-14.
 double Gelu(double x) {
   constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;
   constexpr double kCoefA = 0.044715;
-  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * x * (1.0 + kCoefA * x * x)));
+  const double u = kSqrt2OverPi * x * (1.0 + kCoefA * x * x);
+  return x / (1.0 + std::exp(-2.0 * u));
 }
 
 double Silu(double x) { return x / (1.0 + std::exp(-x)); }
