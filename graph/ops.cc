@@ -145,14 +145,45 @@ absl::StatusOr<Tensor*> FloatElementwise(Context& ctx, Op op,
 }
 
 // DUP and CONT: a contiguous copy with a's type and shape.
+// `ne` (1 to 4 dimensions) as a full shape in `shape`, if it holds as
+// many elements as `a` in whole blocks of a's type.
+absl::Status ShapeOfSameElements(std::string_view op, const Tensor& a,
+                                 absl::Span<const int64_t> ne,
+                                 int64_t shape[kMaxDims]) {
+  if (ne.empty() || ne.size() > kMaxDims) {
+    return Error(op, "needs 1 to 4 dimensions, got ", ne.size());
+  }
+  std::fill(shape, shape + kMaxDims, 1);
+  int64_t elements = 1;
+  for (size_t i = 0; i < ne.size(); ++i) {
+    if (ne[i] < 0 || __builtin_mul_overflow(elements, ne[i], &elements)) {
+      return Error(op, "invalid shape [", absl::StrJoin(ne, ", "), "]");
+    }
+    shape[i] = ne[i];
+  }
+  if (elements != a.NumElements()) {
+    return Error(op, "a ", Shape(a), " has ", a.NumElements(),
+                 " elements, shape [", absl::StrJoin(ne, ", "), "] has ",
+                 elements);
+  }
+  if (shape[0] % Traits(a.type).block_size != 0) {
+    return Error(op, "ne[0] = ", shape[0],
+                 " is not a multiple of the block size of ", TypeStr(a.type));
+  }
+  return absl::OkStatus();
+}
+
+// DUP and CONT: a copy of `a` in shape `ne` (a's own for DUP).
 absl::StatusOr<Tensor*> Copy(Context& ctx, Op op, std::string_view name,
-                             Tensor* a) {
+                             Tensor* a, absl::Span<const int64_t> ne) {
   if (auto s = CheckInput(name, "a", a); !s.ok()) return s;
   if (IsQuantized(a->type) && !a->HasContiguousRows()) {
     return Error(name, "quantized a ", Describe(*a),
                  " must have contiguous rows");
   }
-  absl::StatusOr<Tensor*> r = NewResult(ctx, name, a->type, a->ne);
+  int64_t shape[kMaxDims];
+  if (auto s = ShapeOfSameElements(name, *a, ne, shape); !s.ok()) return s;
+  absl::StatusOr<Tensor*> r = NewResult(ctx, name, a->type, shape);
   if (!r.ok()) return r;
   return Finish(*r, op, {a});
 }
@@ -203,11 +234,18 @@ absl::Status CheckMask(std::string_view op, const Tensor& mask, int64_t n,
 }  // namespace
 
 absl::StatusOr<Tensor*> Dup(Context& ctx, Tensor* a) {
-  return Copy(ctx, Op::kDup, "Dup", a);
+  if (auto s = CheckInput("Dup", "a", a); !s.ok()) return s;
+  return Copy(ctx, Op::kDup, "Dup", a, a->ne);
 }
 
 absl::StatusOr<Tensor*> Cont(Context& ctx, Tensor* a) {
-  return Copy(ctx, Op::kCont, "Cont", a);
+  if (auto s = CheckInput("Cont", "a", a); !s.ok()) return s;
+  return Copy(ctx, Op::kCont, "Cont", a, a->ne);
+}
+
+absl::StatusOr<Tensor*> ContAs(Context& ctx, Tensor* a,
+                               absl::Span<const int64_t> ne) {
+  return Copy(ctx, Op::kCont, "Cont", a, ne);
 }
 
 absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b) {
@@ -480,28 +518,8 @@ absl::StatusOr<Tensor*> Reshape(Context& ctx, Tensor* a,
   if (!a->IsContiguous()) {
     return Error(kOp, "a ", Describe(*a), " must be contiguous");
   }
-  if (ne.empty() || ne.size() > kMaxDims) {
-    return Error(kOp, "needs 1 to 4 dimensions, got ", ne.size());
-  }
-  int64_t shape[kMaxDims] = {1, 1, 1, 1};
-  int64_t elements = 1;
-  for (size_t i = 0; i < ne.size(); ++i) {
-    if (ne[i] < 0 || __builtin_mul_overflow(elements, ne[i], &elements)) {
-      return Error(kOp, "invalid shape [", absl::StrJoin(ne, ", "), "]");
-    }
-    shape[i] = ne[i];
-  }
-  if (elements != a->NumElements()) {
-    return Error(kOp, "a ", Shape(*a), " has ", a->NumElements(),
-                 " elements, shape [", absl::StrJoin(ne, ", "), "] has ",
-                 elements);
-  }
-  if (shape[0] % Traits(a->type).block_size != 0) {
-    return Error(kOp, "ne[0] = ", shape[0],
-                 " is not a multiple of the block "
-                 "size of ",
-                 TypeStr(a->type));
-  }
+  int64_t shape[kMaxDims];
+  if (auto s = ShapeOfSameElements(kOp, *a, ne, shape); !s.ok()) return s;
   size_t nb[kMaxDims];
   ContiguousStrides(a->type, shape, nb);
   Tensor* r = NewView(ctx, a, a->type, shape, nb, 0);
@@ -726,7 +744,7 @@ absl::StatusOr<Tensor*> Rebuild(Context& ctx, const Tensor& node) {
     case Op::kCpy:
       return Cpy(ctx, s[0], s[1]);
     case Op::kCont:
-      return Cont(ctx, s[0]);
+      return ContAs(ctx, s[0], node.ne);
     case Op::kAdd:
       return Add(ctx, s[0], s[1]);
     case Op::kSub:

@@ -26,8 +26,13 @@ absl::StatusOr<Tensor*> Dup(Context& ctx, Tensor* a);
 // when b is F32 or of a's type, copied block by block in flat order).
 // Returns a view of `b`; src = {a, b}.
 absl::StatusOr<Tensor*> Cpy(Context& ctx, Tensor* a, Tensor* b);
-// CONT: a contiguous copy of a possibly strided `a`, same type.
+// CONT: a contiguous copy of a possibly strided `a`, same type, in a's
+// shape (Cont) or in `ne` (ContAs: 1 to 4 dimensions, as many elements,
+// read and written in flat order; ggml_cont_1d .. ggml_cont_4d, which
+// llama.cpp's attention uses to merge its heads).
 absl::StatusOr<Tensor*> Cont(Context& ctx, Tensor* a);
+absl::StatusOr<Tensor*> ContAs(Context& ctx, Tensor* a,
+                               absl::Span<const int64_t> ne);
 
 // ADD, SUB, MUL, DIV: a op b, with b broadcast to a (a.ne[i] % b.ne[i] ==
 // 0). a Float; b F32 or a's type. Result has a's type and shape.

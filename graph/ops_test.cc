@@ -68,6 +68,22 @@ TEST(OpsTest, DupAndContMakeContiguousCopies) {
   EXPECT_TRUE(d->IsContiguous());
 }
 
+TEST(OpsTest, ContAsCopiesIntoAShapeOfAsManyElements) {
+  Context ctx;
+  // Heads merged as llama.cpp's attention does: [hd, heads, n] permuted to
+  // [hd, n, heads], copied into [hd * heads, n].
+  Tensor* a = New(ctx, Type::kF32, {8, 3, 5});
+  BUILD(p, Permute(ctx, a, 0, 2, 1, 3));
+  BUILD(c, ContAs(ctx, p, {24, 5}));
+  EXPECT_EQ(c->op, Op::kCont);
+  EXPECT_EQ(c->type, Type::kF32);
+  ExpectNe(c, 24, 5, 1, 1);
+  EXPECT_TRUE(c->IsContiguous());
+  EXPECT_EQ(c->src[0], p);
+  // What a decoder rebuilds from the node passes validation.
+  EXPECT_TRUE(ValidateNode(*c).ok()) << ValidateNode(*c);
+}
+
 TEST(OpsTest, CpyReturnsAViewOfTheDestination) {
   Context ctx;
   Tensor* a = New(ctx, Type::kF32, {4, 3});
@@ -531,6 +547,18 @@ TEST(OpsTest, RejectsBadInputsWithInvalidArgument) {
       {"dup negative dim", [&](Context& c) { return Dup(c, negative); },
        "[Dup]"},
       {"cont null", [&](Context& c) { return Cont(c, nullptr); }, "[Cont]"},
+      {"cont as null",
+       [&](Context& c) { return ContAs(c, nullptr, {32}); }, "[Cont]"},
+      {"cont as count", [&](Context& c) { return ContAs(c, f32, {31}); },
+       "[Cont]"},
+      {"cont as no dims", [&](Context& c) { return ContAs(c, f32, {}); },
+       "[Cont]"},
+      {"cont as five dims",
+       [&](Context& c) { return ContAs(c, f32, {2, 2, 2, 2, 2}); }, "[Cont]"},
+      {"cont as negative",
+       [&](Context& c) { return ContAs(c, f32, {-8, -4}); }, "[Cont]"},
+      {"cont as partial block",
+       [&](Context& c) { return ContAs(c, q8, {16, 8}); }, "[Cont]"},
       {"cpy null", [&](Context& c) { return Cpy(c, f32, nullptr); }, "[Cpy]"},
       {"cpy count", [&](Context& c) { return Cpy(c, f32, f32_3d); }, "[Cpy]"},
       {"cpy q->f16",

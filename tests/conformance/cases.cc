@@ -223,6 +223,16 @@ void AddCopyCases(CaseList& cases) {
             WithInput(kF32, {1, 7, 1, 1}, kT, Cont));
   cases.Add("CONT f32 67x3x2 strided", kNmseF32,
             WithInput(kF32, {67, 3, 2, 1}, kS, Cont));
+  // Into another shape (ggml_cont_2d): heads merged after attention, and a
+  // quantized tensor's blocks regrouped.
+  cases.Add("CONT f32 8x5x3 perm as 24x5", kNmseF32,
+            WithInput(kF32, {8, 5, 3, 1}, kP, [](Context& ctx, Tensor* a) {
+              return ContAs(ctx, a, {24, 5});
+            }));
+  cases.Add("CONT q8_0 64x3x2 as 128x3", kNmseF32,
+            WithInput(kQ8_0, {64, 3, 2, 1}, kC, [](Context& ctx, Tensor* a) {
+              return ContAs(ctx, a, {128, 3});
+            }));
 
   // VIEW with its own strides and offset: every other row of a plane.
   cases.Add(
