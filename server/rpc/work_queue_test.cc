@@ -1,8 +1,10 @@
 #include "server/rpc/work_queue.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -42,11 +44,18 @@ TEST(WorkQueueTest, AnotherKeyWaitsForOneRunningTaskNotTheBacklog) {
     queue.Post("b", [&] { log.Add("b"); });
     release.Notify();
   }  // runs everything, then joins
+  // Where the worker took a0 decides whether a1 was queued before b: a
+  // key whose lane emptied when its task was taken rejoins the turn with
+  // its next task. Either way b waits for at most one more task of a, never
+  // for a's backlog, and a's tasks keep their order.
   const std::vector<std::string> order = log.entries();
   ASSERT_EQ(order.size(), 14u);
   EXPECT_EQ(order[0], "a0");
-  EXPECT_EQ(order[1], "b");
-  for (int i = 1; i <= 12; ++i) EXPECT_EQ(order[i + 1], "a" + std::to_string(i));
+  const auto b = std::find(order.begin(), order.end(), "b");
+  EXPECT_LE(b - order.begin(), 2) << absl::StrJoin(order, " ");
+  std::vector<std::string> a_tasks = order;
+  a_tasks.erase(std::find(a_tasks.begin(), a_tasks.end(), "b"));
+  for (int i = 0; i <= 12; ++i) EXPECT_EQ(a_tasks[i], "a" + std::to_string(i));
 }
 
 TEST(WorkQueueTest, KeysTakeTurnsAndEachKeepsItsOrder) {
