@@ -144,7 +144,6 @@ absl::StatusOr<Tensor*> FloatElementwise(Context& ctx, Op op,
   return Finish(*r, op, {a});
 }
 
-// DUP and CONT: a contiguous copy with a's type and shape.
 // `ne` (1 to 4 dimensions) as a full shape in `shape`, if it holds as
 // many elements as `a` in whole blocks of a's type.
 absl::Status ShapeOfSameElements(std::string_view op, const Tensor& a,
@@ -173,7 +172,7 @@ absl::Status ShapeOfSameElements(std::string_view op, const Tensor& a,
   return absl::OkStatus();
 }
 
-// DUP and CONT: a copy of `a` in shape `ne` (a's own for DUP).
+// DUP and CONT: a contiguous copy of `a` with a's type, in shape `ne`.
 absl::StatusOr<Tensor*> Copy(Context& ctx, Op op, std::string_view name,
                              Tensor* a, absl::Span<const int64_t> ne) {
   if (auto s = CheckInput(name, "a", a); !s.ok()) return s;
@@ -186,6 +185,12 @@ absl::StatusOr<Tensor*> Copy(Context& ctx, Op op, std::string_view name,
   absl::StatusOr<Tensor*> r = NewResult(ctx, name, a->type, shape);
   if (!r.ok()) return r;
   return Finish(*r, op, {a});
+}
+
+// a's own shape, for a copy that keeps it (Copy refuses a null a first).
+absl::Span<const int64_t> OwnShape(const Tensor* a) {
+  if (a == nullptr) return {};
+  return a->ne;
 }
 
 // SUM_ROWS and MEAN: F32 [n0, n1, n2, n3] -> F32 [1, n1, n2, n3].
@@ -234,13 +239,11 @@ absl::Status CheckMask(std::string_view op, const Tensor& mask, int64_t n,
 }  // namespace
 
 absl::StatusOr<Tensor*> Dup(Context& ctx, Tensor* a) {
-  if (auto s = CheckInput("Dup", "a", a); !s.ok()) return s;
-  return Copy(ctx, Op::kDup, "Dup", a, a->ne);
+  return Copy(ctx, Op::kDup, "Dup", a, OwnShape(a));
 }
 
 absl::StatusOr<Tensor*> Cont(Context& ctx, Tensor* a) {
-  if (auto s = CheckInput("Cont", "a", a); !s.ok()) return s;
-  return Copy(ctx, Op::kCont, "Cont", a, a->ne);
+  return Copy(ctx, Op::kCont, "Cont", a, OwnShape(a));
 }
 
 absl::StatusOr<Tensor*> ContAs(Context& ctx, Tensor* a,
