@@ -66,8 +66,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> CpuBufferType::Alloc(size_t size) {
 
 void CpuBufferType::Release(size_t size) { device_.used_.fetch_sub(size); }
 
-CpuBuffer::CpuBuffer(CpuBufferType& type, size_t size,
-                     HostPages data)
+CpuBuffer::CpuBuffer(CpuBufferType& type, size_t size, HostPages data)
     : Buffer(type, size), cpu_type_(type), data_(std::move(data)) {}
 
 CpuBuffer::~CpuBuffer() { cpu_type_.Release(size()); }

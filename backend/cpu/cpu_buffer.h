@@ -15,10 +15,10 @@
 
 namespace tessera {
 
-// Host memory of one CpuDevice, 64-byte aligned (large buffers on huge
-// pages: host_pages.h). Allocations count against
-// the device's memory_limit (or physical RAM). Thread-safe. Owned by its
-// device; its buffers must be destroyed before the device.
+// Host memory of one CpuDevice, 64-byte aligned, large buffers on huge
+// pages (host_pages.h). Allocations count against the device's
+// memory_limit (or physical RAM). Thread-safe. Owned by its device; its
+// buffers must be destroyed before the device.
 class CpuBufferType final : public BufferType {
  public:
   static constexpr size_t kAlignment = 64;
