@@ -147,6 +147,7 @@ struct Q5Min {
 template <typename T>
 struct QuantKernel : TileDispatch<QuantKernel<T>> {
   using Block = typename T::Block;
+  static constexpr int64_t kBlockBytes = sizeof(Block);
 
   template <int R, int C>
   static void Tile(const QuantMatMulArgs& a, int64_t r0, int64_t c0) {
@@ -174,7 +175,8 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
       __m256 dw[R];
       __m256 mw[R];
       for (int r = 0; r < R; ++r) {
-        PrefetchAhead(w[r] + b);
+        PrefetchTileAhead<R>(w[r] + b, b * kBlockBytes, nb * kBlockBytes,
+                             a.w_row_bytes);
         wv[r] = T::Load(w[r][b]);
         dw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].d));
         if constexpr (T::kHasMin) mw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].m));

@@ -207,6 +207,8 @@ template <typename T>
 struct QuantKernel : TileDispatch<QuantKernel<T>> {
   using Block = typename T::Block;
 
+  static constexpr int64_t kBlockBytes = sizeof(Block);
+
   template <int R, int C>
   static void Tile(const QuantMatMulArgs& a, int64_t r0, int64_t c0) {
     const int64_t nb = a.k / 32;
@@ -233,7 +235,8 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
       __m512 dw[R];
       __m512 mw[R];
       for (int r = 0; r < R; ++r) {
-        PrefetchAhead(w[r] + b);
+        PrefetchTileAhead<R>(w[r] + b, b * kBlockBytes, nb * kBlockBytes,
+                             a.w_row_bytes);
         u[r] = T::Load2(w[r] + b);
         dw[r] = T::Scales2(w[r] + b);
         if constexpr (T::kHasMin) mw[r] = T::Mins2(w[r] + b);
@@ -577,8 +580,11 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
     __m512i header = _mm512_setzero_si512();
     for (int r = 0; r < R; ++r) {
       const Block& b = w[r][i];
-      for (size_t o = 0; o < sizeof(b); o += 64) {
-        PrefetchAhead(reinterpret_cast<const char*>(&b) + o);
+      for (int64_t o = 0; o < int64_t{sizeof(b)}; o += 64) {
+        PrefetchTileAhead<R>(reinterpret_cast<const char*>(&b) + o,
+                             i * int64_t{sizeof(b)} + o,
+                             in.super_blocks * int64_t{sizeof(b)},
+                             a.w_row_bytes);
       }
       header = _mm512_inserti32x4(
           header, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b)), r);
@@ -683,8 +689,11 @@ void Q6KColumn(const QuantMatMulArgs& a, int64_t r0) {
         reinterpret_cast<const __m256i*>(in.group_sums + (kQK_K / 16) * i));
     for (int r = 0; r < R; ++r) {
       const BlockQ6_K& b = in.w[r][i];
-      for (size_t o = 0; o < sizeof(b); o += 64) {
-        PrefetchAhead(reinterpret_cast<const char*>(&b) + o);
+      for (int64_t o = 0; o < int64_t{sizeof(b)}; o += 64) {
+        PrefetchTileAhead<R>(reinterpret_cast<const char*>(&b) + o,
+                             i * int64_t{sizeof(b)} + o,
+                             in.super_blocks * int64_t{sizeof(b)},
+                             a.w_row_bytes);
       }
       const __m256i scale16 = _mm256_cvtepi8_epi16(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
