@@ -312,6 +312,9 @@ __m256 FloatPairs(const float* p) {
 //    scales there, and spread over a row's lanes with one permute.
 //  - The offset (levels are w + 8) is 8 dw times the activation block's
 //    scaled sum, accumulated for all rows at once and taken off at the end.
+// bench/ops MUL_MAT q4_0 n=1 (m=4096, k=14336) took 732-790 us with
+// QuantKernel's tiles and 621-652 us with this, on a 2-core Sapphire
+// Rapids-class VM (both prefetching 16 KiB ahead of each row).
 template <int R>
 void Q4Column(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R >= 1 && R <= 4, "two floats per row in 256 bits");
