@@ -152,6 +152,7 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
   template <int R, int C>
   static void Tile(const QuantMatMulArgs& a, int64_t r0, int64_t c0) {
     const int64_t nb = a.k / 32;
+    const TilePrefetch<R> prefetch(nb * kBlockBytes, a.w_row_bytes);
     const Block* w[R];
     for (int r = 0; r < R; ++r) {
       w[r] = reinterpret_cast<const Block*>(a.w + (r0 + r) * a.w_row_bytes);
@@ -175,8 +176,7 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
       __m256 dw[R];
       __m256 mw[R];
       for (int r = 0; r < R; ++r) {
-        PrefetchTileAhead<R>(w[r] + b, b * kBlockBytes, nb * kBlockBytes,
-                             a.w_row_bytes);
+        prefetch(w[r] + b, b * kBlockBytes);
         wv[r] = T::Load(w[r][b]);
         dw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].d));
         if constexpr (T::kHasMin) mw[r] = _mm256_set1_ps(_cvtsh_ss(w[r][b].m));

@@ -212,6 +212,7 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
   template <int R, int C>
   static void Tile(const QuantMatMulArgs& a, int64_t r0, int64_t c0) {
     const int64_t nb = a.k / 32;
+    const TilePrefetch<R> prefetch(nb * kBlockBytes, a.w_row_bytes);
     const Block* w[R];
     for (int r = 0; r < R; ++r) {
       w[r] = reinterpret_cast<const Block*>(a.w + (r0 + r) * a.w_row_bytes);
@@ -235,8 +236,7 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
       __m512 dw[R];
       __m512 mw[R];
       for (int r = 0; r < R; ++r) {
-        PrefetchTileAhead<R>(w[r] + b, b * kBlockBytes, nb * kBlockBytes,
-                             a.w_row_bytes);
+        prefetch(w[r] + b, b * kBlockBytes);
         u[r] = T::Load2(w[r] + b);
         dw[r] = T::Scales2(w[r] + b);
         if constexpr (T::kHasMin) mw[r] = T::Mins2(w[r] + b);
@@ -345,7 +345,7 @@ void Q4Column(const QuantMatMulArgs& a, int64_t r0) {
       0xCC, _mm512_set1_epi8(0x0F), _mm512_set1_epi8(static_cast<char>(0xF0)));
   const __m256 sixteenth = _mm256_set1_ps(1.0f / 16.0f);
   constexpr int64_t kBlockBytes = sizeof(BlockQ4_0);
-  const int64_t row_len = nb * kBlockBytes;
+  const TilePrefetch<R> prefetch(nb * kBlockBytes, a.w_row_bytes);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   __m256 offset = _mm256_setzero_ps();
@@ -369,7 +369,7 @@ void Q4Column(const QuantMatMulArgs& a, int64_t r0) {
         _mm256_castps_pd(_mm256_mul_ps(d, sixteenth)), 1));
     const __m512i qv = _mm512_loadu_si512(q + 32 * b);
     for (int r = 0; r < R; ++r) {
-      PrefetchTileAhead<R>(w[r] + b, b * kBlockBytes, row_len, a.w_row_bytes);
+      prefetch(w[r] + b, b * kBlockBytes);
       __m512i v = _mm512_broadcast_i32x4(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r][b].qs)));
       v = _mm512_mask_broadcast_i32x4(
@@ -532,6 +532,8 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R <= 4, "one 128-bit lane per row");
   constexpr bool kFifthBits = std::is_same_v<Block, BlockQ5_K>;
   const KColumnOperands<Block, R> in(a, r0);
+  const TilePrefetch<R> prefetch(in.super_blocks * int64_t{sizeof(Block)},
+                                 a.w_row_bytes);
   const Block* const* w = in.w;
   // Per level vector j: vpshufb indices (the same in every 128-bit lane of
   // a row's broadcast header) of its sub-blocks' scales as 16-bit words
@@ -584,10 +586,8 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
     for (int r = 0; r < R; ++r) {
       const Block& b = w[r][i];
       for (int64_t o = 0; o < int64_t{sizeof(b)}; o += 64) {
-        PrefetchTileAhead<R>(reinterpret_cast<const char*>(&b) + o,
-                             i * int64_t{sizeof(b)} + o,
-                             in.super_blocks * int64_t{sizeof(b)},
-                             a.w_row_bytes);
+        prefetch(reinterpret_cast<const char*>(&b) + o,
+                 i * int64_t{sizeof(b)} + o);
       }
       header = _mm512_inserti32x4(
           header, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b)), r);
@@ -679,6 +679,8 @@ constexpr Q6KGroupIndex kQ6KGroupOf = [] {
 template <int R>
 void Q6KColumn(const QuantMatMulArgs& a, int64_t r0) {
   const KColumnOperands<BlockQ6_K, R> in(a, r0);
+  const TilePrefetch<R> prefetch(in.super_blocks * int64_t{sizeof(BlockQ6_K)},
+                                 a.w_row_bytes);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i top = _mm512_set1_epi8(0x30);
   // The qh bits of sub-blocks [4h, 4h + 1] (low nibbles) and [4h + 2,
@@ -693,10 +695,8 @@ void Q6KColumn(const QuantMatMulArgs& a, int64_t r0) {
     for (int r = 0; r < R; ++r) {
       const BlockQ6_K& b = in.w[r][i];
       for (int64_t o = 0; o < int64_t{sizeof(b)}; o += 64) {
-        PrefetchTileAhead<R>(reinterpret_cast<const char*>(&b) + o,
-                             i * int64_t{sizeof(b)} + o,
-                             in.super_blocks * int64_t{sizeof(b)},
-                             a.w_row_bytes);
+        prefetch(reinterpret_cast<const char*>(&b) + o,
+                 i * int64_t{sizeof(b)} + o);
       }
       const __m256i scale16 = _mm256_cvtepi8_epi16(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
