@@ -56,14 +56,17 @@ float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// [p[0], p[1]] in the low 64 bits: an unaligned 64-bit load (p is only
+// float-aligned).
+__m128 FloatPair(const float* p) {
+  return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
 // [p[0] x 8, p[1] x 8]
 __m512 HalvesAt(const float* p) {
   const __m512i index = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1,  //
                                          0, 0, 0, 0, 0, 0, 0, 0);
-  // An unaligned 64-bit load (p is only float-aligned).
-  const __m128 two = _mm_castsi128_ps(
-      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm512_permutexvar_ps(index, _mm512_castps128_ps512(two));
+  return _mm512_permutexvar_ps(index, _mm512_castps128_ps512(FloatPair(p)));
 }
 
 // A 16-word permute index [i x 8, j x 8]: with vpermw/vpermt2w over F16
@@ -292,11 +295,9 @@ struct QuantKernel : TileDispatch<QuantKernel<T>> {
   }
 };
 
-// [p[0], p[1]] four times (p is only float-aligned).
+// [p[0], p[1]] four times.
 __m256 FloatPairs(const float* p) {
-  int64_t pair;
-  std::memcpy(&pair, p, sizeof(pair));
-  return _mm256_castsi256_ps(_mm256_set1_epi64x(pair));
+  return _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castps_pd(FloatPair(p))));
 }
 
 // Q4_0 against one activation column (a decode step's matrix-vector
