@@ -63,6 +63,10 @@ class SpanningTpTest : public ::testing::Test {
     }
     comm_ = HostCommunicator::Create(devices_).value();
   }
+  // The communicator must outlive the streams' runs of its collectives
+  // (backend/comm/communicator.h), also when a test stops early or leaves
+  // a failed stream: every stream is synchronized before it goes.
+  void TearDown() override { SyncAll().IgnoreError(); }
 
   // A tensor of `type` and `n` elements on each member.
   std::vector<Tensor*> OnEach(Type type, int64_t n) {
@@ -206,6 +210,7 @@ TEST_F(SpanningTpTest, ADeadDaemonFailsTheCollectiveNamingItsRank) {
   const absl::Status s0 = streams_[0]->Synchronize();
   EXPECT_FALSE(s0.ok());
   EXPECT_THAT(s0.message(), HasSubstr("rank 1"));
+  EXPECT_FALSE(streams_[1]->Synchronize().ok());
   // The other member still serves.
   std::vector<float> v(64, 1.0f);
   WriteFloats(*t[0], v);
