@@ -232,38 +232,42 @@ TEST(CpuFlashAttnTest, StridedCacheViewsMatchReferenceAtEveryLevel) {
 // the kernel takes them on its own path (FlashAttnWorkSize is not 0; the
 // device would otherwise fall back to the reference kernel) and agrees
 // with the reference kernel at every SIMD level. Both dequantize the same
-// bytes exactly, so only float arithmetic differs.
+// bytes exactly, so only float arithmetic differs. With heads of 128, rows
+// dequantized into the tile make tiles of fewer keys (32 when K and V both
+// are), so the 90 keys span tiles of both sizes.
 TEST(CpuFlashAttnTest, EveryKvTypeRunsOnTheKernelAndMatchesReference) {
-  // 768 outputs by 90 keys: enough work that two threads share it.
-  constexpr int64_t kD = 64, kQ = 3, kKv = 90, kHeads = 4, kKvHeads = 2;
+  // 768 or more outputs by 90 keys: enough work that two threads share it.
+  constexpr int64_t kQ = 3, kKv = 90, kHeads = 4, kKvHeads = 2;
   const Type types[] = {Type::kF32, Type::kF16, Type::kBF16, Type::kQ8_0,
                         Type::kQ4_0};
-  for (Type kt : types) {
-    for (Type vt : types) {
-      const std::string what =
-          absl::StrCat("k ", std::string(TypeName(kt)), " v ",
-                       std::string(TypeName(vt)));
-      Attention a(kD, kQ, kKv, kHeads, kKvHeads, kt, vt, 0.125f, 0.0f, 0.0f);
-      uint32_t seed = 1;
-      for (Tensor* t : {a.q, a.k, a.v, a.mask}) {
-        std::vector<char> bytes(t->NumBytes());
-        RowFromFloat(t->type, Pattern(t->NumElements(), seed++).data(),
-                     bytes.data(), t->NumElements());
-        ASSERT_TRUE(testing::Write(*t, bytes.data()).ok()) << what;
-      }
-      EXPECT_GT(FlashAttnWorkSize(*a.out, 2), 0u) << what;
-      ASSERT_TRUE(ReferenceCompute(*a.out).ok()) << what;
-      const std::vector<float> want = testing::Read(*a.out);
-      for (SimdLevel level : SupportedSimdLevels()) {
-        CpuDevice device({.name = "cpu",
-                          .n_threads = 2,
-                          .memory_limit = 0,
-                          .max_simd = level});
-        ASSERT_TRUE(a.Poison().ok());
-        std::unique_ptr<Stream> stream = device.CreateStream().value();
-        ASSERT_TRUE(stream->Compute(a.graph).ok()) << what;
-        EXPECT_LT(testing::Nmse(testing::Read(*a.out), want), 1e-10)
-            << what << " " << SimdLevelName(level);
+  for (int64_t d : {64, 128}) {
+    for (Type kt : types) {
+      for (Type vt : types) {
+        const std::string what =
+            absl::StrCat("d ", d, " k ", std::string(TypeName(kt)), " v ",
+                         std::string(TypeName(vt)));
+        Attention a(d, kQ, kKv, kHeads, kKvHeads, kt, vt, 0.125f, 0.0f, 0.0f);
+        uint32_t seed = 1;
+        for (Tensor* t : {a.q, a.k, a.v, a.mask}) {
+          std::vector<char> bytes(t->NumBytes());
+          RowFromFloat(t->type, Pattern(t->NumElements(), seed++).data(),
+                       bytes.data(), t->NumElements());
+          ASSERT_TRUE(testing::Write(*t, bytes.data()).ok()) << what;
+        }
+        EXPECT_GT(FlashAttnWorkSize(*a.out, 2), 0u) << what;
+        ASSERT_TRUE(ReferenceCompute(*a.out).ok()) << what;
+        const std::vector<float> want = testing::Read(*a.out);
+        for (SimdLevel level : SupportedSimdLevels()) {
+          CpuDevice device({.name = "cpu",
+                            .n_threads = 2,
+                            .memory_limit = 0,
+                            .max_simd = level});
+          ASSERT_TRUE(a.Poison().ok());
+          std::unique_ptr<Stream> stream = device.CreateStream().value();
+          ASSERT_TRUE(stream->Compute(a.graph).ok()) << what;
+          EXPECT_LT(testing::Nmse(testing::Read(*a.out), want), 1e-10)
+              << what << " " << SimdLevelName(level);
+        }
       }
     }
   }
