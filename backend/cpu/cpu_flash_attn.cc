@@ -86,14 +86,11 @@ size_t ScratchFloats(const Tensor& node) {
   return (floats + 15) / 16 * 16;  // 64-byte multiples
 }
 
-bool InPlace(Type type) {
-  return type == Type::kF32 || type == Type::kF16 || type == Type::kBF16;
-}
-
-// Keys per tile: kTileKeys, fewer when rows are dequantized into the tile.
+// Keys per tile: kTileKeys, fewer when rows are dequantized into the tile
+// (all but the float types, which the block kernel reads in place).
 int64_t TileKeys(const Tensor& k, const Tensor& v) {
   const int64_t floats =
-      (InPlace(k.type) ? 0 : k.ne[0]) + (InPlace(v.type) ? 0 : v.ne[0]);
+      (IsFloatType(k.type) ? 0 : k.ne[0]) + (IsFloatType(v.type) ? 0 : v.ne[0]);
   if (floats == 0) return kTileKeys;
   return std::clamp<int64_t>(kDequantizedTileFloats / floats, 8, kTileKeys);
 }
@@ -109,7 +106,7 @@ const char* At(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
 void Rows(const CpuKernels& kernels, const Tensor& t, int64_t j0, int64_t n,
           int64_t kh, int64_t kb, float* tile, const char*& rows,
           size_t& stride, Type& type) {
-  if (InPlace(t.type)) {
+  if (IsFloatType(t.type)) {
     rows = At(t, j0, kh, kb);
     stride = t.nb[1];
     type = t.type;
