@@ -300,38 +300,46 @@ __m256 FloatPairs(const float* p) {
   return _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castps_pd(FloatPair(p))));
 }
 
-// Q4_0 against one activation column (a decode step's matrix-vector
-// product), up to four rows at a time, two blocks per step, in fewer
-// instructions per block than QuantKernel's tiles (which spend about 11 per
-// row and block pair on the 512-bit ports, enough to hold the product below
-// a plain read of its weights):
+// Q4_0 and Q4_1 (T: Q4, Q4Min) against one activation column (a decode
+// step's matrix-vector product), up to four rows at a time, two blocks per
+// step, in fewer instructions per block than QuantKernel's tiles (which
+// spend about 11 per row and block pair on the 512-bit ports, enough to
+// hold the product below a plain read of its weights):
 //  - Nibbles unshifted: the mask [0x0F, 0xF0, 0x0F, 0xF0] over the 128-bit
 //    lanes [qs0, qs0, qs1, qs1] leaves each block's high nibbles times 16,
 //    and their lanes' scales carry the 1/16.
 //  - The rows' scales are gathered into one vector once per step (dw of
-//    row r, block b + j in float 2r + j), multiplied by the activation's
-//    scales there, and spread over a row's lanes with one permute.
-//  - The offset (levels are w + 8) is 8 dw times the activation block's
-//    scaled sum, accumulated for all rows at once and taken off at the end.
+//    row r, block b + j in float 2r + j; Q4_1's minimums mw likewise in
+//    floats 8..15), multiplied by the activation's scales there, and spread
+//    over a row's lanes with one permute.
+//  - The activation block's scaled sum times 8 dw (Q4_0, whose levels are
+//    w + 8) or times mw (Q4_1) is accumulated for all rows at once, and
+//    taken off or added at the end.
 // bench/ops MUL_MAT q4_0 n=1 (m=4096, k=14336) took 732-790 us with
 // QuantKernel's tiles and 621-652 us with this, on a 2-core Sapphire
-// Rapids-class VM (both prefetching 16 KiB ahead of each row).
-template <int R>
-void Q4Column(const QuantMatMulArgs& a, int64_t r0) {
+// Rapids-class VM (both prefetching 16 KiB ahead of each row), and q4_1
+// 1,165-1,210 us with the tiles and 785-821 us with this.
+template <typename T, int R>
+void NibbleColumn(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R >= 1 && R <= 4, "two floats per row in 256 bits");
+  using Block = typename T::Block;
   const int64_t nb = a.k / 32;
-  const BlockQ4_0* w[4];
+  const Block* w[4];
   for (int r = 0; r < 4; ++r) {
-    w[r] = reinterpret_cast<const BlockQ4_0*>(
+    w[r] = reinterpret_cast<const Block*>(
         a.w + (r0 + std::min(r, R - 1)) * a.w_row_bytes);
   }
   const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
   const float* da = reinterpret_cast<const float*>(a.act + a.k);
   const float* sa = da + nb;
-  // Word 0 of the 32 bytes at block b is its d, word 9 block b + 1's d;
-  // rows 0 and 2 in the low 256 bits of their source, 1 and 3 in the high.
+  // Word 0 of the 32 bytes at block b is its d (word 1 its m), word
+  // sizeof(Block) / 2 block b + 1's; rows 0 and 2 in the low 256 bits of
+  // their source, 1 and 3 in the high.
+  constexpr int16_t kNext = sizeof(Block) / 2;
   alignas(64) static constexpr int16_t kScaleWords[32] = {
-      0, 9, 16, 25, 32 + 0, 32 + 9, 32 + 16, 32 + 25};
+      0,      kNext,      16,      16 + kNext,      32,      32 + kNext,
+      48,     48 + kNext, 1,       1 + kNext,       17,      17 + kNext,
+      33,     33 + kNext, 49,      49 + kNext};
   const __m512i scale_words = _mm512_load_si512(kScaleWords);
   // Row r's lanes: block b's low nibbles, its high ones (scaled by 1/16),
   // then block b + 1's.
@@ -345,7 +353,7 @@ void Q4Column(const QuantMatMulArgs& a, int64_t r0) {
   const __m512i nibbles = _mm512_mask_blend_epi64(
       0xCC, _mm512_set1_epi8(0x0F), _mm512_set1_epi8(static_cast<char>(0xF0)));
   const __m256 sixteenth = _mm256_set1_ps(1.0f / 16.0f);
-  constexpr int64_t kBlockBytes = sizeof(BlockQ4_0);
+  constexpr int64_t kBlockBytes = sizeof(Block);
   const TilePrefetch<R> prefetch(nb * kBlockBytes, a.w_row_bytes);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -358,12 +366,19 @@ void Q4Column(const QuantMatMulArgs& a, int64_t r0) {
   };
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    const __m256 dw = _mm256_cvtph_ps(_mm512_castsi512_si128(
+    const __m512 gathered = _mm512_cvtph_ps(_mm512_castsi512_si256(
         _mm512_permutex2var_epi16(row_pair(0, b), scale_words,
                                   row_pair(2, b))));
+    const __m256 dw = _mm512_castps512_ps256(gathered);
     const __m256 act_d = FloatPairs(da + b);
     const __m256 act_s = FloatPairs(sa + b);
-    offset = _mm256_fmadd_ps(dw, act_s, offset);
+    if constexpr (T::kHasMin) {
+      offset = _mm256_fmadd_ps(
+          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(gathered), 1)),
+          act_s, offset);
+    } else {
+      offset = _mm256_fmadd_ps(dw, act_s, offset);
+    }
     const __m256 d = _mm256_mul_ps(dw, act_d);
     const __m512 scales = _mm512_castpd_ps(_mm512_insertf64x4(
         _mm512_castpd256_pd512(_mm256_castps_pd(d)),
@@ -385,14 +400,20 @@ void Q4Column(const QuantMatMulArgs& a, int64_t r0) {
   alignas(32) float offsets[8];
   _mm256_store_ps(offsets, offset);
   for (int r = 0; r < R; ++r) {
-    float sum = _mm512_reduce_add_ps(acc[r]) -
-                Q4::kOffset * (offsets[2 * r] + offsets[2 * r + 1]);
+    const float pair = offsets[2 * r] + offsets[2 * r + 1];
+    float sum = _mm512_reduce_add_ps(acc[r]) +
+                (T::kHasMin ? pair : -T::kOffset * pair);
     if (b < nb) {
       const __m256i dot = _mm256_dpbusd_epi32(
-          _mm256_setzero_si256(), Q4::Load1(w[r][b]),
+          _mm256_setzero_si256(), T::Load1(w[r][b]),
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)));
       const float levels = HorizontalSum(_mm256_cvtepi32_ps(dot));
-      sum += _cvtsh_ss(w[r][b].d) * (da[b] * levels - Q4::kOffset * sa[b]);
+      const float dw = _cvtsh_ss(w[r][b].d);
+      if constexpr (T::kHasMin) {
+        sum += dw * da[b] * levels + _cvtsh_ss(w[r][b].m) * sa[b];
+      } else {
+        sum += dw * (da[b] * levels - T::kOffset * sa[b]);
+      }
     }
     a.dst[r0 + r] = sum;
   }
@@ -927,8 +948,9 @@ const CpuKernels kKernels = {
     .quantize_act_k = QuantizeActK,
     .mul_mat_q8_0 = MulMatQ8,
     .mul_mat_q4_0 =
-        MulMatColumns<Q4Column<kVecRows>, Q4Column<1>, MulMatQ4>,
-    .mul_mat_q4_1 = MulMatQ4Min,
+        MulMatColumns<NibbleColumn<Q4, kVecRows>, NibbleColumn<Q4, 1>, MulMatQ4>,
+    .mul_mat_q4_1 = MulMatColumns<NibbleColumn<Q4Min, kVecRows>,
+                                  NibbleColumn<Q4Min, 1>, MulMatQ4Min>,
     .mul_mat_q5_0 = MulMatQ5,
     .mul_mat_q5_1 = MulMatQ5Min,
     .mul_mat_q2_k = MulMatQ2K,
