@@ -332,14 +332,13 @@ void NibbleColumn(const QuantMatMulArgs& a, int64_t r0) {
   const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
   const float* da = reinterpret_cast<const float*>(a.act + a.k);
   const float* sa = da + nb;
-  // Word 0 of the 32 bytes at block b is its d (word 1 its m), word
+  // Word 0 of the 32 bytes at block b is its d (word 1 Q4_1's m), word
   // sizeof(Block) / 2 block b + 1's; rows 0 and 2 in the low 256 bits of
-  // their source, 1 and 3 in the high.
+  // their source, 1 and 3 in the high. Q4_0 leaves floats 8..15 unused.
   constexpr int16_t kNext = sizeof(Block) / 2;
   alignas(64) static constexpr int16_t kScaleWords[32] = {
-      0,      kNext,      16,      16 + kNext,      32,      32 + kNext,
-      48,     48 + kNext, 1,       1 + kNext,       17,      17 + kNext,
-      33,     33 + kNext, 49,      49 + kNext};
+      0, kNext,     16, 16 + kNext, 32, 32 + kNext, 48, 48 + kNext,
+      1, 1 + kNext, 17, 17 + kNext, 33, 33 + kNext, 49, 49 + kNext};
   const __m512i scale_words = _mm512_load_si512(kScaleWords);
   // Row r's lanes: block b's low nibbles, its high ones (scaled by 1/16),
   // then block b + 1's.
@@ -373,9 +372,9 @@ void NibbleColumn(const QuantMatMulArgs& a, int64_t r0) {
     const __m256 act_d = FloatPairs(da + b);
     const __m256 act_s = FloatPairs(sa + b);
     if constexpr (T::kHasMin) {
-      offset = _mm256_fmadd_ps(
-          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(gathered), 1)),
-          act_s, offset);
+      const __m256 mw = _mm256_castpd_ps(
+          _mm512_extractf64x4_pd(_mm512_castps_pd(gathered), 1));
+      offset = _mm256_fmadd_ps(mw, act_s, offset);
     } else {
       offset = _mm256_fmadd_ps(dw, act_s, offset);
     }
@@ -947,8 +946,8 @@ const CpuKernels kKernels = {
     .quantize_act = QuantizeAct,
     .quantize_act_k = QuantizeActK,
     .mul_mat_q8_0 = MulMatQ8,
-    .mul_mat_q4_0 =
-        MulMatColumns<NibbleColumn<Q4, kVecRows>, NibbleColumn<Q4, 1>, MulMatQ4>,
+    .mul_mat_q4_0 = MulMatColumns<NibbleColumn<Q4, kVecRows>,
+                                  NibbleColumn<Q4, 1>, MulMatQ4>,
     .mul_mat_q4_1 = MulMatColumns<NibbleColumn<Q4Min, kVecRows>,
                                   NibbleColumn<Q4Min, 1>, MulMatQ4Min>,
     .mul_mat_q5_0 = MulMatQ5,
