@@ -300,29 +300,34 @@ __m256 FloatPairs(const float* p) {
   return _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castps_pd(FloatPair(p))));
 }
 
-// Q4_0 and Q4_1 (T: Q4, Q4Min) against one activation column (a decode
-// step's matrix-vector product), up to four rows at a time, two blocks per
-// step, in fewer instructions per block than QuantKernel's tiles (which
-// spend about 11 per row and block pair on the 512-bit ports, enough to
-// hold the product below a plain read of its weights):
-//  - Nibbles unshifted: the mask [0x0F, 0xF0, 0x0F, 0xF0] over the 128-bit
-//    lanes [qs0, qs0, qs1, qs1] leaves each block's high nibbles times 16,
-//    and their lanes' scales carry the 1/16.
+// Q4_0, Q4_1, Q5_0 and Q5_1 (T: Q4, Q4Min, Q5, Q5Min) against one
+// activation column (a decode step's matrix-vector product), up to four
+// rows at a time, two blocks per step, in fewer instructions per block than
+// QuantKernel's tiles (which spend about 11 per row and block pair on the
+// 512-bit ports, enough to hold the product below a plain read of its
+// weights):
+//  - 4-bit nibbles unshifted: the mask [0x0F, 0xF0, 0x0F, 0xF0] over the
+//    128-bit lanes [qs0, qs0, qs1, qs1] leaves each block's high nibbles
+//    times 16, and their lanes' scales carry the 1/16. The 5-bit levels
+//    come whole from T::Load2.
 //  - The rows' scales are gathered into one vector once per step (dw of
-//    row r, block b + j in float 2r + j; Q4_1's minimums mw likewise in
+//    row r, block b + j in float 2r + j; the minimums mw likewise in
 //    floats 8..15), multiplied by the activation's scales there, and spread
 //    over a row's lanes with one permute.
-//  - The activation block's scaled sum times 8 dw (Q4_0, whose levels are
-//    w + 8) or times mw (Q4_1) is accumulated for all rows at once, and
-//    taken off or added at the end.
-// bench/ops MUL_MAT q4_0 n=1 (m=4096, k=14336) took 732-790 us with
-// QuantKernel's tiles and 621-652 us with this, on a 2-core Sapphire
-// Rapids-class VM (both prefetching 16 KiB ahead of each row), and q4_1
-// 1,165-1,210 us with the tiles and 785-821 us with this.
+//  - The activation block's scaled sum times kOffset dw (the levels are w +
+//    kOffset) or times mw is accumulated for all rows at once, and taken
+//    off or added at the end.
+// bench/ops MUL_MAT n=1 (m=4096, k=14336) took, with QuantKernel's tiles
+// and with this, on a 2-core Sapphire Rapids-class VM (both prefetching 16
+// KiB ahead of each row): q4_0 732-790 and 621-652 us, q4_1 1,165-1,210 and
+// 785-821 us, q5_0 933-935 and 872-877 us, q5_1 1,208-1,229 and 809-896
+// us.
 template <typename T, int R>
-void NibbleColumn(const QuantMatMulArgs& a, int64_t r0) {
+void BlockPairColumn(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R >= 1 && R <= 4, "two floats per row in 256 bits");
   using Block = typename T::Block;
+  constexpr bool kNibbles =
+      std::is_same_v<Block, BlockQ4_0> || std::is_same_v<Block, BlockQ4_1>;
   const int64_t nb = a.k / 32;
   const Block* w[4];
   for (int r = 0; r < 4; ++r) {
@@ -332,16 +337,17 @@ void NibbleColumn(const QuantMatMulArgs& a, int64_t r0) {
   const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
   const float* da = reinterpret_cast<const float*>(a.act + a.k);
   const float* sa = da + nb;
-  // Word 0 of the 32 bytes at block b is its d (word 1 Q4_1's m), word
-  // sizeof(Block) / 2 block b + 1's; rows 0 and 2 in the low 256 bits of
-  // their source, 1 and 3 in the high. Q4_0 leaves floats 8..15 unused.
+  // Word 0 of the 32 bytes at block b is its d (word 1 the m of types
+  // with minimums), word sizeof(Block) / 2 block b + 1's; rows 0 and 2 in
+  // the low 256 bits of their source, 1 and 3 in the high. Types without
+  // minimums leave floats 8..15 unused.
   constexpr int16_t kNext = sizeof(Block) / 2;
   alignas(64) static constexpr int16_t kScaleWords[32] = {
       0, kNext,     16, 16 + kNext, 32, 32 + kNext, 48, 48 + kNext,
       1, 1 + kNext, 17, 17 + kNext, 33, 33 + kNext, 49, 49 + kNext};
   const __m512i scale_words = _mm512_load_si512(kScaleWords);
-  // Row r's lanes: block b's low nibbles, its high ones (scaled by 1/16),
-  // then block b + 1's.
+  // Row r's lanes: block b's values 0..15, 16..31 (high nibbles, scaled
+  // by 1/16), then block b + 1's.
   __m512i spread[R];
   for (int r = 0; r < R; ++r) {
     spread[r] = _mm512_set_epi32(9 + 2 * r, 9 + 2 * r, 9 + 2 * r, 9 + 2 * r,
@@ -351,7 +357,7 @@ void NibbleColumn(const QuantMatMulArgs& a, int64_t r0) {
   }
   const __m512i nibbles = _mm512_mask_blend_epi64(
       0xCC, _mm512_set1_epi8(0x0F), _mm512_set1_epi8(static_cast<char>(0xF0)));
-  const __m256 sixteenth = _mm256_set1_ps(1.0f / 16.0f);
+  const __m256 high_scale = _mm256_set1_ps(kNibbles ? 1.0f / 16.0f : 1.0f);
   constexpr int64_t kBlockBytes = sizeof(Block);
   const TilePrefetch<R> prefetch(nb * kBlockBytes, a.w_row_bytes);
   __m512 acc[R];
@@ -381,17 +387,24 @@ void NibbleColumn(const QuantMatMulArgs& a, int64_t r0) {
     const __m256 d = _mm256_mul_ps(dw, act_d);
     const __m512 scales = _mm512_castpd_ps(_mm512_insertf64x4(
         _mm512_castpd256_pd512(_mm256_castps_pd(d)),
-        _mm256_castps_pd(_mm256_mul_ps(d, sixteenth)), 1));
+        _mm256_castps_pd(kNibbles ? _mm256_mul_ps(d, high_scale) : d), 1));
     const __m512i qv = _mm512_loadu_si512(q + 32 * b);
     for (int r = 0; r < R; ++r) {
       prefetch(w[r] + b, b * kBlockBytes);
-      __m512i v = _mm512_broadcast_i32x4(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r][b].qs)));
-      v = _mm512_mask_broadcast_i32x4(
-          v, 0xFF00,
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r][b + 1].qs)));
-      const __m512i dot = _mm512_dpbusd_epi32(
-          _mm512_setzero_si512(), _mm512_and_si512(v, nibbles), qv);
+      __m512i v;
+      if constexpr (kNibbles) {
+        v = _mm512_broadcast_i32x4(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r][b].qs)));
+        v = _mm512_and_si512(
+            _mm512_mask_broadcast_i32x4(
+                v, 0xFF00,
+                _mm_loadu_si128(
+                    reinterpret_cast<const __m128i*>(w[r][b + 1].qs))),
+            nibbles);
+      } else {
+        v = T::Load2(w[r] + b);
+      }
+      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, qv);
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
                                _mm512_permutexvar_ps(spread[r], scales), acc[r]);
     }
@@ -946,12 +959,14 @@ const CpuKernels kKernels = {
     .quantize_act = QuantizeAct,
     .quantize_act_k = QuantizeActK,
     .mul_mat_q8_0 = MulMatQ8,
-    .mul_mat_q4_0 = MulMatColumns<NibbleColumn<Q4, kVecRows>,
-                                  NibbleColumn<Q4, 1>, MulMatQ4>,
-    .mul_mat_q4_1 = MulMatColumns<NibbleColumn<Q4Min, kVecRows>,
-                                  NibbleColumn<Q4Min, 1>, MulMatQ4Min>,
-    .mul_mat_q5_0 = MulMatQ5,
-    .mul_mat_q5_1 = MulMatQ5Min,
+    .mul_mat_q4_0 = MulMatColumns<BlockPairColumn<Q4, kVecRows>,
+                                  BlockPairColumn<Q4, 1>, MulMatQ4>,
+    .mul_mat_q4_1 = MulMatColumns<BlockPairColumn<Q4Min, kVecRows>,
+                                  BlockPairColumn<Q4Min, 1>, MulMatQ4Min>,
+    .mul_mat_q5_0 = MulMatColumns<BlockPairColumn<Q5, kVecRows>,
+                                  BlockPairColumn<Q5, 1>, MulMatQ5>,
+    .mul_mat_q5_1 = MulMatColumns<BlockPairColumn<Q5Min, kVecRows>,
+                                  BlockPairColumn<Q5Min, 1>, MulMatQ5Min>,
     .mul_mat_q2_k = MulMatQ2K,
     .mul_mat_q3_k =
         MulMatColumns<Q3KColumn<kVecRows>, Q3KColumn<1>, MulMatQ3K>,
