@@ -4,8 +4,8 @@
 // 512-bit register and use VNNI dpbusd (u8 x s8 sums of four) for the integer
 // dot products; an odd last block goes through the 256-bit form. The K-quant
 // products (kernels_kquant_x86.inc) scale their 16-bit pair sums with VNNI
-// vpdpwssd; Q4_K, Q5_K and Q6_K against one column (decode) do so in
-// 512-bit registers (KAffineColumn, Q6KColumn).
+// vpdpwssd; Q3_K, Q4_K, Q5_K and Q6_K against one column (decode) do so in
+// 512-bit registers (KAffineColumn, SymmetricKColumn).
 
 #include <immintrin.h>
 
@@ -683,18 +683,6 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
   }
 }
 
-// Q6_K against one activation column, up to four rows at a time, a
-// super-block per step in 512-bit registers: 64 bytes of ql hold the low
-// bits of 128 consecutive values, the low nibbles values 0..63 of their
-// half and the high ones 64..127, which meet 64 consecutive activation
-// bytes each; the two high bits join from qh (broadcast to both halves,
-// each shifted by its sub-block). maddubs takes the levels plus 32 (0..63),
-// vpdpwssd scales the pair sums by their group's signed scale (vpermw
-// spreads 16 scales over 8 words each), and 32 times the scaled group sums
-// of the activation are taken off once per super-block. bench/ops MUL_MAT
-// q6_K n=1 (m=4096, k=14336) took 1.22-1.28 ms with the 256-bit form of
-// kernels_kquant_x86.inc and 1.10 ms with this, on a 2-core Sapphire
-// Rapids-class VM.
 // Word w of the pair sums of values 64v .. 64v + 63 is in group
 // 4v + w / 8 (a vpermw index per v).
 struct Q6KGroupIndex {
@@ -710,84 +698,98 @@ constexpr Q6KGroupIndex kQ6KGroupOf = [] {
   return index;
 }();
 
-template <int R>
-void Q6KColumn(const QuantMatMulArgs& a, int64_t r0) {
-  const KColumnOperands<BlockQ6_K, R> in(a, r0);
-  const TilePrefetch<R> prefetch(in.super_blocks * int64_t{sizeof(BlockQ6_K)},
-                                 a.w_row_bytes);
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
-  const __m512i top = _mm512_set1_epi8(0x30);
-  // The qh bits of sub-blocks [4h, 4h + 1] (low nibbles) and [4h + 2,
-  // 4h + 3] (high nibbles).
-  const __m512i top_shift[2] = {WordHalves512(0, 2), WordHalves512(4, 6)};
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < in.super_blocks; ++i) {
-    const int8_t* qi = in.q + kQK_K * i;
-    const __m256i sums = _mm256_loadu_si256(
-        reinterpret_cast<const __m256i*>(in.group_sums + (kQK_K / 16) * i));
-    for (int r = 0; r < R; ++r) {
-      const BlockQ6_K& b = in.w[r][i];
-      for (int64_t o = 0; o < int64_t{sizeof(b)}; o += 64) {
-        prefetch(reinterpret_cast<const char*>(&b) + o,
-                 i * int64_t{sizeof(b)} + o);
+// Q6_K's levels (SymmetricKColumn): 64 bytes of ql hold the low bits of
+// 128 consecutive values, the low nibbles values 0..63 of their half and
+// the high ones 64..127; the two high bits join from qh (broadcast to both
+// halves, each shifted by its sub-block). Levels are w + 32 (0..63).
+struct Q6KLevels {
+  using Block = BlockQ6_K;
+  static constexpr int kOffsetBits = 5;
+  static __m256i Scales(const Block& b) {
+    return _mm256_cvtepi8_epi16(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  }
+  static void Levels(const Block& b, __m512i level[4]) {
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    const __m512i top = _mm512_set1_epi8(0x30);
+    // The qh bits of sub-blocks [4h, 4h + 1] (low nibbles) and [4h + 2,
+    // 4h + 3] (high nibbles).
+    const __m512i top_shift[2] = {WordHalves512(0, 2), WordHalves512(4, 6)};
+    for (int h = 0; h < 2; ++h) {
+      const __m512i raw = _mm512_loadu_si512(b.ql + 64 * h);
+      const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
+      const __m512i low[2] = {
+          _mm512_and_si512(raw, nibble),
+          _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble)};
+      for (int t = 0; t < 2; ++t) {
+        level[2 * h + t] = MergeHighBits(low[t], high, top_shift[t], top);
       }
-      const __m256i scale16 = _mm256_cvtepi8_epi16(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-      const __m512i scales = _mm512_broadcast_i64x4(scale16);
-      __m512i sum = _mm512_setzero_si512();
-      for (int h = 0; h < 2; ++h) {
-        const __m512i raw = _mm512_loadu_si512(b.ql + 64 * h);
-        const __m512i high = _mm512_broadcast_i64x4(_mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
-        const __m512i low[2] = {
-            _mm512_and_si512(raw, nibble),
-            _mm512_and_si512(_mm512_srli_epi16(raw, 4), nibble)};
-        for (int t = 0; t < 2; ++t) {
-          const int v = 2 * h + t;
-          const __m512i level = MergeHighBits(low[t], high, top_shift[t], top);
-          sum = _mm512_dpwssd_epi32(
-              sum,
-              _mm512_maddubs_epi16(level, _mm512_loadu_si512(qi + 64 * v)),
-              _mm512_permutexvar_epi16(
-                  _mm512_load_si512(kQ6KGroupOf.word[v]), scales));
-        }
-      }
-      const __m256i offset =
-          _mm256_slli_epi32(_mm256_madd_epi16(scale16, sums), 5);
-      sum = _mm512_sub_epi32(sum, _mm512_zextsi256_si512(offset));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
-                               _mm512_set1_ps(_cvtsh_ss(b.d) * in.da[i]),
-                               acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) a.dst[r0 + r] = _mm512_reduce_add_ps(acc[r]);
+};
+
+// x with its high 256 bits shifted down by `bits` (16-bit shifts by at
+// most 7 keep each byte's low bits its own).
+__m512i HighHalfDown(__m512i x, int bits) {
+  return _mm512_mask_blend_epi16(0xFFFF0000, x, _mm512_srli_epi16(x, bits));
 }
 
-// Q3_K against one activation column, up to four rows at a time, a
-// super-block per step in 512-bit registers, as Q6KColumn: level vector v
-// = 2h + p holds values 64v .. 64v + 63, whose two low bits are bits 4p
-// (its low half) and 4p + 2 (its high half) of qs[32h ..] and whose third
-// bits are bits 2v and 2v + 1 of hmask (both broadcast to the two halves).
-// maddubs takes the levels plus 4 (0..7), vpdpwssd scales the pair sums
-// by their group's scale less 32, and 4 times the scaled group sums of the
-// activation are taken off once per super-block. bench/ops MUL_MAT q3_K
-// n=1 (m=4096, k=14336) took 1.24-1.28 ms with the 256-bit form of
-// kernels_kquant_x86.inc and 1.10-1.16 ms with this, on a 2-core Sapphire
-// Rapids-class VM.
-template <int R>
-void Q3KColumn(const QuantMatMulArgs& a, int64_t r0) {
-  const KColumnOperands<BlockQ3_K, R> in(a, r0);
-  const TilePrefetch<R> prefetch(in.super_blocks * int64_t{sizeof(BlockQ3_K)},
+// Q3_K's levels (SymmetricKColumn): the two low bits of vector v = 2h + p
+// are bits 4p (its low half) and 4p + 2 (its high half) of qs[32h ..], its
+// third bits bits 2v and 2v + 1 of hmask (both broadcast to the two
+// halves). Levels are w + 4 (0..7); scales are the 6-bit ones less 32.
+struct Q3KLevels {
+  using Block = BlockQ3_K;
+  static constexpr int kOffsetBits = 2;
+  static __m256i Scales(const Block& b) {
+    return _mm256_cvtepi8_epi16(
+        _mm_sub_epi8(Q3KScales(b.scales), _mm_set1_epi8(32)));
+  }
+  static void Levels(const Block& b, __m512i level[4]) {
+    const __m512i three = _mm512_set1_epi8(3);
+    const __m512i third = _mm512_set1_epi8(4);
+    // Bit 2v of both halves: vector v's third bits.
+    const __m512i hmask =
+        HighHalfDown(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                         reinterpret_cast<const __m256i*>(b.hmask))),
+                     1);
+    const __m512i thirds[4] = {_mm512_slli_epi16(hmask, 2), hmask,
+                               _mm512_srli_epi16(hmask, 2),
+                               _mm512_srli_epi16(hmask, 4)};
+    for (int h = 0; h < 2; ++h) {
+      // Bits 4p, 4p + 1 of both halves: vector 2h + p's low bits.
+      const __m512i raw =
+          HighHalfDown(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                           reinterpret_cast<const __m256i*>(b.qs + 32 * h))),
+                       2);
+      const __m512i lows[2] = {raw, _mm512_srli_epi16(raw, 4)};
+      for (int p = 0; p < 2; ++p) {
+        // (low & 3) | (third & 4) in one ternary-logic instruction.
+        level[2 * h + p] = _mm512_ternarylogic_epi32(
+            _mm512_and_si512(lows[p], three), thirds[2 * h + p], third, 0xF8);
+      }
+    }
+  }
+};
+
+// Q6_K and Q3_K (T: Q6KLevels, Q3KLevels), types with a signed scale per
+// group of 16 and levels w + 2^kOffsetBits, against one activation column,
+// up to four rows at a time, a super-block per step in 512-bit registers:
+// level vector v holds values 64v .. 64v + 63 and meets 64 consecutive
+// activation bytes in maddubs, vpdpwssd scales the pair sums by their
+// group's scale (vpermw spreads 16 scales over 8 words each), and
+// 2^kOffsetBits times the scaled group sums of the activation are taken
+// off once per super-block. bench/ops MUL_MAT n=1 (m=4096, k=14336) took,
+// with the 256-bit form of kernels_kquant_x86.inc and with this, on a
+// 2-core Sapphire Rapids-class VM: q6_K 1.22-1.28 and 1.10 ms, q3_K
+// 1.24-1.28 and 1.10-1.16 ms.
+template <typename T, int R>
+void SymmetricKColumn(const QuantMatMulArgs& a, int64_t r0) {
+  using Block = typename T::Block;
+  const KColumnOperands<Block, R> in(a, r0);
+  const TilePrefetch<R> prefetch(in.super_blocks * int64_t{sizeof(Block)},
                                  a.w_row_bytes);
-  const __m512i three = _mm512_set1_epi8(3);
-  const __m512i third = _mm512_set1_epi8(4);
-  // The high half of a broadcast shifted down by `bits`: 16-bit shifts by
-  // at most 7 keep each byte's low bits its own.
-  auto high_down = [](__m512i x, int bits) {
-    return _mm512_mask_blend_epi16(0xFFFF0000, x,
-                                   _mm512_srli_epi16(x, bits));
-  };
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < in.super_blocks; ++i) {
@@ -795,44 +797,25 @@ void Q3KColumn(const QuantMatMulArgs& a, int64_t r0) {
     const __m256i sums = _mm256_loadu_si256(
         reinterpret_cast<const __m256i*>(in.group_sums + (kQK_K / 16) * i));
     for (int r = 0; r < R; ++r) {
-      const BlockQ3_K& b = in.w[r][i];
+      const Block& b = in.w[r][i];
       for (int64_t o = 0; o < int64_t{sizeof(b)}; o += 64) {
         prefetch(reinterpret_cast<const char*>(&b) + o,
                  i * int64_t{sizeof(b)} + o);
       }
-      const __m256i scale16 = _mm256_cvtepi8_epi16(
-          _mm_sub_epi8(Q3KScales(b.scales), _mm_set1_epi8(32)));
+      const __m256i scale16 = T::Scales(b);
       const __m512i scales = _mm512_broadcast_i64x4(scale16);
-      // Bit 2v of both halves: vector v's third bits.
-      const __m512i hmask =
-          high_down(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                        reinterpret_cast<const __m256i*>(b.hmask))),
-                    1);
-      const __m512i thirds[4] = {_mm512_slli_epi16(hmask, 2), hmask,
-                                 _mm512_srli_epi16(hmask, 2),
-                                 _mm512_srli_epi16(hmask, 4)};
+      __m512i level[4];
+      T::Levels(b, level);
       __m512i sum = _mm512_setzero_si512();
-      for (int h = 0; h < 2; ++h) {
-        // Bits 4p, 4p + 1 of both halves: vector 2h + p's low bits.
-        const __m512i raw =
-            high_down(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                          reinterpret_cast<const __m256i*>(b.qs + 32 * h))),
-                      2);
-        const __m512i lows[2] = {raw, _mm512_srli_epi16(raw, 4)};
-        for (int p = 0; p < 2; ++p) {
-          const int v = 2 * h + p;
-          // (low & 3) | (third & 4) in one ternary-logic instruction.
-          const __m512i level = _mm512_ternarylogic_epi32(
-              _mm512_and_si512(lows[p], three), thirds[v], third, 0xF8);
-          sum = _mm512_dpwssd_epi32(
-              sum,
-              _mm512_maddubs_epi16(level, _mm512_loadu_si512(qi + 64 * v)),
-              _mm512_permutexvar_epi16(
-                  _mm512_load_si512(kQ6KGroupOf.word[v]), scales));
-        }
+      for (int v = 0; v < 4; ++v) {
+        sum = _mm512_dpwssd_epi32(
+            sum,
+            _mm512_maddubs_epi16(level[v], _mm512_loadu_si512(qi + 64 * v)),
+            _mm512_permutexvar_epi16(_mm512_load_si512(kQ6KGroupOf.word[v]),
+                                     scales));
       }
-      const __m256i offset =
-          _mm256_slli_epi32(_mm256_madd_epi16(scale16, sums), 2);
+      const __m256i offset = _mm256_slli_epi32(
+          _mm256_madd_epi16(scale16, sums), T::kOffsetBits);
       sum = _mm512_sub_epi32(sum, _mm512_zextsi256_si512(offset));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
                                _mm512_set1_ps(_cvtsh_ss(b.d) * in.da[i]),
@@ -968,14 +951,14 @@ const CpuKernels kKernels = {
     .mul_mat_q5_1 = MulMatColumns<BlockPairColumn<Q5Min, kVecRows>,
                                   BlockPairColumn<Q5Min, 1>, MulMatQ5Min>,
     .mul_mat_q2_k = MulMatQ2K,
-    .mul_mat_q3_k =
-        MulMatColumns<Q3KColumn<kVecRows>, Q3KColumn<1>, MulMatQ3K>,
+    .mul_mat_q3_k = MulMatColumns<SymmetricKColumn<Q3KLevels, kVecRows>,
+                                  SymmetricKColumn<Q3KLevels, 1>, MulMatQ3K>,
     .mul_mat_q4_k = MulMatColumns<KAffineColumn<BlockQ4_K, kVecRows>,
                                   KAffineColumn<BlockQ4_K, 1>, MulMatQ4K>,
     .mul_mat_q5_k = MulMatColumns<KAffineColumn<BlockQ5_K, kVecRows>,
                                   KAffineColumn<BlockQ5_K, 1>, MulMatQ5K>,
-    .mul_mat_q6_k =
-        MulMatColumns<Q6KColumn<kVecRows>, Q6KColumn<1>, MulMatQ6K>,
+    .mul_mat_q6_k = MulMatColumns<SymmetricKColumn<Q6KLevels, kVecRows>,
+                                  SymmetricKColumn<Q6KLevels, 1>, MulMatQ6K>,
     .mat_vec_f32 = MatVec<F32Weights>,
     .mat_vec_f16 = MatVec<F16Weights>,
     .mat_vec_bf16 = MatVec<BF16Weights>,
