@@ -357,7 +357,7 @@ void BlockPairColumn(const QuantMatMulArgs& a, int64_t r0) {
   }
   const __m512i nibbles = _mm512_mask_blend_epi64(
       0xCC, _mm512_set1_epi8(0x0F), _mm512_set1_epi8(static_cast<char>(0xF0)));
-  const __m256 high_scale = _mm256_set1_ps(kNibbles ? 1.0f / 16.0f : 1.0f);
+  const __m256 sixteenth = _mm256_set1_ps(1.0f / 16.0f);
   constexpr int64_t kBlockBytes = sizeof(Block);
   const TilePrefetch<R> prefetch(nb * kBlockBytes, a.w_row_bytes);
   __m512 acc[R];
@@ -387,7 +387,7 @@ void BlockPairColumn(const QuantMatMulArgs& a, int64_t r0) {
     const __m256 d = _mm256_mul_ps(dw, act_d);
     const __m512 scales = _mm512_castpd_ps(_mm512_insertf64x4(
         _mm512_castpd256_pd512(_mm256_castps_pd(d)),
-        _mm256_castps_pd(kNibbles ? _mm256_mul_ps(d, high_scale) : d), 1));
+        _mm256_castps_pd(kNibbles ? _mm256_mul_ps(d, sixteenth) : d), 1));
     const __m512i qv = _mm512_loadu_si512(q + 32 * b);
     for (int r = 0; r < R; ++r) {
       prefetch(w[r] + b, b * kBlockBytes);
@@ -742,10 +742,7 @@ __m512i HighHalfDown(__m512i x, int bits) {
 struct Q3KLevels {
   using Block = BlockQ3_K;
   static constexpr int kOffsetBits = 2;
-  static __m256i Scales(const Block& b) {
-    return _mm256_cvtepi8_epi16(
-        _mm_sub_epi8(Q3KScales(b.scales), _mm_set1_epi8(32)));
-  }
+  static __m256i Scales(const Block& b) { return Q3KScales(b.scales); }
   static void Levels(const Block& b, __m512i level[4]) {
     const __m512i three = _mm512_set1_epi8(3);
     const __m512i third = _mm512_set1_epi8(4);
