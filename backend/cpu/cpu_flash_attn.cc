@@ -13,9 +13,15 @@
 namespace tessera {
 namespace {
 
-// Queries of one unit of work and keys of one tile.
+// Queries of one unit of work and keys of one tile. Longer tiles read
+// longer runs of each key and value head between the switches from one to
+// the other, and rescale the accumulators less often: bench/ops
+// FLASH_ATTN_EXT f16 decode (head 128, 4096 cached) took 526-551 us in
+// tiles of 64 keys and 500-517 us in tiles of 256 (512: 507-530), and its
+// prompt (512 queries) 248-254 ms and 221-241 ms, on a 2-core Sapphire
+// Rapids-class VM.
 constexpr int64_t kMaxQueries = 16;
-constexpr int64_t kTileKeys = 64;
+constexpr int64_t kTileKeys = 256;
 // The most floats of dequantized key and value rows one tile holds, so
 // that they stay in the level-1 cache (32 KiB) while the block kernel
 // reads them: bench/ops FLASH_ATTN_EXT decode (head 128, 4096 cached)
@@ -75,25 +81,43 @@ Units UnitsOf(const Tensor& node) {
   return u;
 }
 
-// Floats of one thread's scratch: queries, key and value tiles (of
-// quantized caches, dequantized), bias, scores, m, l and accumulators.
-size_t ScratchFloats(const Tensor& node) {
-  const int64_t d = node.src[0]->ne[0];
-  const int64_t dv = node.src[2]->ne[0];
-  const size_t floats = kMaxQueries * d + kTileKeys * (d + dv) +
-                        2 * kMaxQueries * kTileKeys + 2 * kMaxQueries +
-                        kMaxQueries * dv;
-  return (floats + 15) / 16 * 16;  // 64-byte multiples
+// Width of the rows of `t` that a tile holds dequantized: all but the
+// float types, which the block kernel reads in place.
+int64_t DequantizedWidth(const Tensor& t) {
+  return IsFloatType(t.type) ? 0 : t.ne[0];
 }
 
-// Keys per tile: kTileKeys, fewer when rows are dequantized into the tile
-// (all but the float types, which the block kernel reads in place).
+// Keys per tile: kTileKeys, fewer when rows are dequantized into the tile.
 int64_t TileKeys(const Tensor& k, const Tensor& v) {
-  const int64_t floats =
-      (IsFloatType(k.type) ? 0 : k.ne[0]) + (IsFloatType(v.type) ? 0 : v.ne[0]);
+  const int64_t floats = DequantizedWidth(k) + DequantizedWidth(v);
   if (floats == 0) return kTileKeys;
   return std::clamp<int64_t>(kDequantizedTileFloats / floats, 8, kTileKeys);
 }
+
+int64_t Floats64(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+// One thread's scratch, offsets in floats, each a 64-byte multiple:
+// queries, the dequantized key and value tiles, bias, scores, m, l and
+// accumulators.
+struct Scratch {
+  explicit Scratch(const Tensor& node) {
+    const Tensor& k = *node.src[1];
+    const Tensor& v = *node.src[2];
+    tile_keys = TileKeys(k, v);
+    ks = Floats64(kMaxQueries * node.src[0]->ne[0]);
+    vs = ks + Floats64(tile_keys * DequantizedWidth(k));
+    bias = vs + Floats64(tile_keys * DequantizedWidth(v));
+    scores = bias + kMaxQueries * tile_keys;
+    m = scores + kMaxQueries * tile_keys;
+    l = m + kMaxQueries;
+    acc = l + kMaxQueries;
+    floats = acc + Floats64(kMaxQueries * v.ne[0]);
+  }
+
+  int64_t tile_keys;
+  int64_t ks, vs, bias, scores, m, l, acc;
+  int64_t floats;
+};
 
 const char* At(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
   return static_cast<const char*>(t.data) + i1 * t.nb[1] + i2 * t.nb[2] +
@@ -146,14 +170,15 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
   const int64_t nq =
       heads * rows;  // query i: head head0 + i / rows, row i % rows
 
+  const Scratch at(node);
   float* qs = scratch;
-  float* ks = qs + kMaxQueries * d;
-  float* vs = ks + kTileKeys * d;
-  float* bias = vs + kTileKeys * dv;
-  float* scores = bias + kMaxQueries * kTileKeys;
-  float* m = scores + kMaxQueries * kTileKeys;
-  float* l = m + kMaxQueries;
-  float* acc = l + kMaxQueries;
+  float* ks = scratch + at.ks;
+  float* vs = scratch + at.vs;
+  float* bias = scratch + at.bias;
+  float* scores = scratch + at.scores;
+  float* m = scratch + at.m;
+  float* l = scratch + at.l;
+  float* acc = scratch + at.acc;
   for (int64_t i = 0; i < nq; ++i) {
     RowToF32(*ctx.kernels, q.type,
              At(q, row0 + i % rows, head0 + i / rows, batch), qs + i * d, d);
@@ -176,7 +201,7 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
   args.m = m;
   args.l = l;
   args.acc = acc;
-  const int64_t tile_keys = TileKeys(k, v);
+  const int64_t tile_keys = at.tile_keys;
   for (int64_t j0 = 0; j0 < n_kv; j0 += tile_keys) {
     const int64_t n = std::min(tile_keys, n_kv - j0);
     Rows(*ctx.kernels, k, j0, n, kh, kb, ks, args.k, args.k_stride,
@@ -215,14 +240,14 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
 
 size_t FlashAttnWorkSize(const Tensor& node, int nth) {
   if (!Fits(node)) return 0;
-  return static_cast<size_t>(nth) * ScratchFloats(node) * sizeof(float);
+  return static_cast<size_t>(nth) * Scratch(node).floats * sizeof(float);
 }
 
 bool TryFlashAttn(Tensor& node, const CpuComputeContext& ctx) {
   if (!Fits(node)) return false;
   const Units u = UnitsOf(node);
   float* scratch =
-      reinterpret_cast<float*>(ctx.work) + ctx.ith * ScratchFloats(node);
+      reinterpret_cast<float*>(ctx.work) + ctx.ith * Scratch(node).floats;
   const WorkRange mine = WorkPart(u.count, ctx.ith, ctx.nth);
   for (int64_t unit = mine.begin; unit < mine.end; ++unit) {
     RunUnit(node, ctx, u, unit, scratch);
