@@ -897,7 +897,7 @@ void AddFlashAttnCases(CaseList& cases) {
       // Several key tiles, GQA groups of 4 over blocks of query rows, a
       // causal-style mask, ALiBi and softcap across tiles.
       {64, 48, 9, 150, 8, 2, 1, kF16, {150, 9, 1, 1}, 0.0f, 0.0f, false},
-      {32, 32, 3, 200, 4, 4, 2, kF32, {200, 3, 1, 2}, 4.0f, 10.0f, false},
+      {32, 32, 3, 530, 4, 4, 2, kF32, {530, 3, 1, 2}, 4.0f, 10.0f, false},
       {48, 48, 1, 130, 20, 1, 1, kF16, {130, 1, 1, 1}, 0.0f, 0.0f, true},
   };
   // K and V alike, and apart as llama.cpp's -ctk and -ctv may set them.
