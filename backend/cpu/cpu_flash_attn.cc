@@ -25,8 +25,9 @@ constexpr int64_t kTileKeys = 256;
 // The most floats of dequantized key and value rows one tile holds, so
 // that they stay in the level-1 cache (32 KiB) while the block kernel
 // reads them: bench/ops FLASH_ATTN_EXT decode (head 128, 4096 cached)
-// with a Q8_0 cache took 1,090-1,120 us in tiles of 64 keys (64 KiB) and
-// 730-750 us in tiles of 32, on a 2-core Sapphire Rapids-class VM.
+// with a Q8_0 cache, when it was dequantized, took 1,090-1,120 us in tiles
+// of 64 keys (64 KiB) and 730-750 us in tiles of 32, on a 2-core Sapphire
+// Rapids-class VM.
 constexpr int64_t kDequantizedTileFloats = 8192;
 
 // Whether `t` has contiguous rows of an F32 tensor, or with `also` of one
@@ -81,10 +82,16 @@ Units UnitsOf(const Tensor& node) {
   return u;
 }
 
-// Width of the rows of `t` that a tile holds dequantized: all but the
-// float types, which the block kernel reads in place.
+// Whether the block kernel reads rows of `type` where they are (the float
+// types and Q8_0); rows of the other types are dequantized into a tile.
+// bench/ops FLASH_ATTN_EXT q8_0 decode (head 128, 4096 cached) took
+// 667-781 us dequantized into tiles of 32 keys and 583-620 us read in
+// place in tiles of 256, on a 2-core Sapphire Rapids-class VM.
+bool InPlace(Type type) { return IsFloatType(type) || type == Type::kQ8_0; }
+
+// Width of the rows of `t` that a tile holds dequantized.
 int64_t DequantizedWidth(const Tensor& t) {
-  return IsFloatType(t.type) ? 0 : t.ne[0];
+  return InPlace(t.type) ? 0 : t.ne[0];
 }
 
 // Keys per tile: kTileKeys, fewer when rows are dequantized into the tile.
@@ -125,12 +132,12 @@ const char* At(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
 }
 
 // The block kernel's view of rows j0..j0+n-1 of K or V head (kh, kb):
-// F32, F16 and BF16 rows where they are; rows of the other types
-// (quantized) dequantized into `tile` first.
+// rows it reads in place where they are, others dequantized into `tile`
+// first.
 void Rows(const CpuKernels& kernels, const Tensor& t, int64_t j0, int64_t n,
           int64_t kh, int64_t kb, float* tile, const char*& rows,
           size_t& stride, Type& type) {
-  if (IsFloatType(t.type)) {
+  if (InPlace(t.type)) {
     rows = At(t, j0, kh, kb);
     stride = t.nb[1];
     type = t.type;

@@ -232,7 +232,8 @@ TEST(CpuFlashAttnTest, StridedCacheViewsMatchReferenceAtEveryLevel) {
 // the kernel takes them on its own path (FlashAttnWorkSize is not 0; the
 // device would otherwise fall back to the reference kernel) and agrees
 // with the reference kernel at every SIMD level. Both dequantize the same
-// bytes exactly, so only float arithmetic differs. With heads of 128, rows
+// bytes exactly (Q8_0 rows in the kernel's registers, Q4_0 rows into a
+// tile), so only float arithmetic differs. With heads of 128, Q4_0 rows
 // dequantized into the tile make tiles of fewer keys (32 when K and V both
 // are), so the 90 keys span tiles of both sizes.
 TEST(CpuFlashAttnTest, EveryKvTypeRunsOnTheKernelAndMatchesReference) {

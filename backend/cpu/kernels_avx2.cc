@@ -265,6 +265,11 @@ struct FloatVec {
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
   }
+  static V LoadI8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
 };
 
 #include "backend/cpu/kernels_mat_vec_x86.inc"

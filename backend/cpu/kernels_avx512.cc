@@ -888,6 +888,11 @@ struct FloatVec {
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
   }
+  static V LoadI8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
 };
 
 #include "backend/cpu/kernels_mat_vec_x86.inc"

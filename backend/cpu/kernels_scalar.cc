@@ -247,6 +247,7 @@ struct Attn {
   using F32 = F32Weights;
   using F16 = F16Weights;
   using BF16 = BF16Weights;
+  using Q8 = Q8Rows;
 
   template <typename KW, typename VW>
   static void Run(const AttnBlockArgs& a) {
@@ -259,12 +260,12 @@ struct Attn {
         int64_t t = 0;
         for (; t + kLanes <= a.d; t += kLanes) {
           for (int l = 0; l < kLanes; ++l) {
-            part[l] += q[t + l] * KW::One(k[t + l]);
+            part[l] += q[t + l] * AttnOne<KW>(k, t + l);
           }
         }
         float sum = 0.0f;
         for (int l = 0; l < kLanes; ++l) sum += part[l];
-        for (; t < a.d; ++t) sum += q[t] * KW::One(k[t]);
+        for (; t < a.d; ++t) sum += q[t] * AttnOne<KW>(k, t);
         s[j] = sum;
       }
       if (!AttnWeights(a, i, s)) continue;
@@ -273,7 +274,7 @@ struct Attn {
         const float p = s[j];
         if (p == 0.0f) continue;  // excluded, or too small to count
         const typename VW::T* v = AttnRow<VW>(a.v, a.v_stride, j);
-        for (int64_t t = 0; t < a.dv; ++t) acc[t] += p * VW::One(v[t]);
+        for (int64_t t = 0; t < a.dv; ++t) acc[t] += p * AttnOne<VW>(v, t);
       }
     }
   }
