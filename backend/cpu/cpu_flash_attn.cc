@@ -83,11 +83,15 @@ Units UnitsOf(const Tensor& node) {
 }
 
 // Whether the block kernel reads rows of `type` where they are (the float
-// types and Q8_0); rows of the other types are dequantized into a tile.
-// bench/ops FLASH_ATTN_EXT q8_0 decode (head 128, 4096 cached) took
-// 667-781 us dequantized into tiles of 32 keys and 583-620 us read in
-// place in tiles of 256, on a 2-core Sapphire Rapids-class VM.
-bool InPlace(Type type) { return IsFloatType(type) || type == Type::kQ8_0; }
+// types, Q8_0 and Q4_0); rows of the other types are dequantized into a
+// tile.
+// bench/ops FLASH_ATTN_EXT decode (head 128, 4096 cached) took, with the
+// rows dequantized into tiles of 32 keys and read in place in tiles of
+// 256, on a 2-core Sapphire Rapids-class VM: q8_0 667-781 and 583-629 us,
+// q4_0 745-793 and 641-659 us.
+bool InPlace(Type type) {
+  return IsFloatType(type) || type == Type::kQ8_0 || type == Type::kQ4_0;
+}
 
 // Width of the rows of `t` that a tile holds dequantized.
 int64_t DequantizedWidth(const Tensor& t) {

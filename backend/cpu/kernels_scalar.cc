@@ -248,6 +248,7 @@ struct Attn {
   using F16 = F16Weights;
   using BF16 = BF16Weights;
   using Q8 = Q8Rows;
+  using Q4 = Q4Rows;
 
   template <typename KW, typename VW>
   static void Run(const AttnBlockArgs& a) {
