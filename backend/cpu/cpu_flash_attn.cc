@@ -22,13 +22,6 @@ namespace {
 // Rapids-class VM.
 constexpr int64_t kMaxQueries = 16;
 constexpr int64_t kTileKeys = 256;
-// The most floats of dequantized key and value rows one tile holds, so
-// that they stay in the level-1 cache (32 KiB) while the block kernel
-// reads them: bench/ops FLASH_ATTN_EXT decode (head 128, 4096 cached)
-// with a Q8_0 cache, when it was dequantized, took 1,090-1,120 us in tiles
-// of 64 keys (64 KiB) and 730-750 us in tiles of 32, on a 2-core Sapphire
-// Rapids-class VM.
-constexpr int64_t kDequantizedTileFloats = 8192;
 
 // Whether `t` has contiguous rows of an F32 tensor, or with `also` of one
 // of the types `also` accepts.
@@ -82,78 +75,27 @@ Units UnitsOf(const Tensor& node) {
   return u;
 }
 
-// Whether the block kernel reads rows of `type` where they are (the float
-// types, Q8_0 and Q4_0); rows of the other types are dequantized into a
-// tile.
-// bench/ops FLASH_ATTN_EXT decode (head 128, 4096 cached) took, with the
-// rows dequantized into tiles of 32 keys and read in place in tiles of
-// 256, on a 2-core Sapphire Rapids-class VM: q8_0 667-781 and 583-629 us,
-// q4_0 745-793 and 641-659 us.
-bool InPlace(Type type) {
-  return IsFloatType(type) || type == Type::kQ8_0 || type == Type::kQ4_0;
-}
-
-// Width of the rows of `t` that a tile holds dequantized.
-int64_t DequantizedWidth(const Tensor& t) {
-  return InPlace(t.type) ? 0 : t.ne[0];
-}
-
-// Keys per tile: kTileKeys, fewer when rows are dequantized into the tile.
-int64_t TileKeys(const Tensor& k, const Tensor& v) {
-  const int64_t floats = DequantizedWidth(k) + DequantizedWidth(v);
-  if (floats == 0) return kTileKeys;
-  return std::clamp<int64_t>(kDequantizedTileFloats / floats, 8, kTileKeys);
-}
-
 int64_t Floats64(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 // One thread's scratch, offsets in floats, each a 64-byte multiple:
-// queries, the dequantized key and value tiles, bias, scores, m, l and
-// accumulators.
+// queries, bias, scores, m, l and accumulators.
 struct Scratch {
   explicit Scratch(const Tensor& node) {
-    const Tensor& k = *node.src[1];
-    const Tensor& v = *node.src[2];
-    tile_keys = TileKeys(k, v);
-    ks = Floats64(kMaxQueries * node.src[0]->ne[0]);
-    vs = ks + Floats64(tile_keys * DequantizedWidth(k));
-    bias = vs + Floats64(tile_keys * DequantizedWidth(v));
-    scores = bias + kMaxQueries * tile_keys;
-    m = scores + kMaxQueries * tile_keys;
+    bias = Floats64(kMaxQueries * node.src[0]->ne[0]);
+    scores = bias + kMaxQueries * kTileKeys;
+    m = scores + kMaxQueries * kTileKeys;
     l = m + kMaxQueries;
     acc = l + kMaxQueries;
-    floats = acc + Floats64(kMaxQueries * v.ne[0]);
+    floats = acc + Floats64(kMaxQueries * node.src[2]->ne[0]);
   }
 
-  int64_t tile_keys;
-  int64_t ks, vs, bias, scores, m, l, acc;
+  int64_t bias, scores, m, l, acc;
   int64_t floats;
 };
 
 const char* At(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
   return static_cast<const char*>(t.data) + i1 * t.nb[1] + i2 * t.nb[2] +
          i3 * t.nb[3];
-}
-
-// The block kernel's view of rows j0..j0+n-1 of K or V head (kh, kb):
-// rows it reads in place where they are, others dequantized into `tile`
-// first.
-void Rows(const CpuKernels& kernels, const Tensor& t, int64_t j0, int64_t n,
-          int64_t kh, int64_t kb, float* tile, const char*& rows,
-          size_t& stride, Type& type) {
-  if (InPlace(t.type)) {
-    rows = At(t, j0, kh, kb);
-    stride = t.nb[1];
-    type = t.type;
-    return;
-  }
-  const int64_t width = t.ne[0];
-  for (int64_t j = 0; j < n; ++j) {
-    RowToF32(kernels, t.type, At(t, j0 + j, kh, kb), tile + j * width, width);
-  }
-  rows = reinterpret_cast<const char*>(tile);
-  stride = width * sizeof(float);
-  type = Type::kF32;
 }
 
 void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
@@ -183,8 +125,6 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
 
   const Scratch at(node);
   float* qs = scratch;
-  float* ks = scratch + at.ks;
-  float* vs = scratch + at.vs;
   float* bias = scratch + at.bias;
   float* scores = scratch + at.scores;
   float* m = scratch + at.m;
@@ -198,8 +138,7 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
   }
   std::fill(acc, acc + nq * dv, 0.0f);
 
-  // 2. Key/value tiles: in place or dequantized, the masks' bias, the block
-  //    kernel.
+  // 2. Key/value tiles, read in place, the masks' bias, the block kernel.
   AttnBlockArgs args;
   args.q = qs;
   args.nq = nq;
@@ -212,13 +151,14 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
   args.m = m;
   args.l = l;
   args.acc = acc;
-  const int64_t tile_keys = at.tile_keys;
-  for (int64_t j0 = 0; j0 < n_kv; j0 += tile_keys) {
-    const int64_t n = std::min(tile_keys, n_kv - j0);
-    Rows(*ctx.kernels, k, j0, n, kh, kb, ks, args.k, args.k_stride,
-         args.k_type);
-    Rows(*ctx.kernels, v, j0, n, kh, kb, vs, args.v, args.v_stride,
-         args.v_type);
+  args.k_stride = k.nb[1];
+  args.k_type = k.type;
+  args.v_stride = v.nb[1];
+  args.v_type = v.type;
+  for (int64_t j0 = 0; j0 < n_kv; j0 += kTileKeys) {
+    const int64_t n = std::min(kTileKeys, n_kv - j0);
+    args.k = At(k, j0, kh, kb);
+    args.v = At(v, j0, kh, kb);
     if (mask != nullptr) {
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t head = head0 + i / rows;

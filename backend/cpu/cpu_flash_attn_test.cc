@@ -232,15 +232,14 @@ TEST(CpuFlashAttnTest, StridedCacheViewsMatchReferenceAtEveryLevel) {
 // the kernel takes them on its own path (FlashAttnWorkSize is not 0; the
 // device would otherwise fall back to the reference kernel) and agrees
 // with the reference kernel at every SIMD level. Both dequantize the same
-// bytes exactly (Q8_0 and Q4_0 rows in the kernel's registers, Q4_1 rows
-// into a tile), so only float arithmetic differs. With heads of 128, Q4_1
-// rows dequantized into the tile make tiles of fewer keys (32 when K and V
-// both are), so the 90 keys span tiles of both sizes.
+// bytes exactly (the kernel in its registers), so only float arithmetic
+// differs. The 300 keys span two tiles (256 keys and 44).
 TEST(CpuFlashAttnTest, EveryKvTypeRunsOnTheKernelAndMatchesReference) {
-  // 768 or more outputs by 90 keys: enough work that two threads share it.
-  constexpr int64_t kQ = 3, kKv = 90, kHeads = 4, kKvHeads = 2;
+  // 768 or more outputs by 300 keys: enough work that two threads share it.
+  constexpr int64_t kQ = 3, kKv = 300, kHeads = 4, kKvHeads = 2;
   const Type types[] = {Type::kF32,  Type::kF16,  Type::kBF16,
-                        Type::kQ8_0, Type::kQ4_0, Type::kQ4_1};
+                        Type::kQ8_0, Type::kQ4_0, Type::kQ4_1,
+                        Type::kQ5_0, Type::kQ5_1};
   for (int64_t d : {64, 128}) {
     for (Type kt : types) {
       for (Type vt : types) {

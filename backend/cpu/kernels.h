@@ -125,9 +125,9 @@ struct FloatMatVecArgs {
 };
 
 // One block of flash attention with online softmax: nq F32 query rows
-// against n key and value rows of F32, F16, BF16, Q8_0 or Q4_0 (values as
-// the dequantizers make them). For each query i, with its running maximum
-// m[i], sum l[i] and output accumulator acc[i * dv, +dv):
+// against n key and value rows of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 or
+// Q5_1 (values as the dequantizers make them). For each query i, with its
+// running maximum m[i], sum l[i] and output accumulator acc[i * dv, +dv):
 //   s_j = scale * dot(q_i, k_j), softcapped to softcap * tanh(s_j /
 //   softcap) when softcap != 0, plus bias[i * n + j] (bias may be null;
 //   -inf excludes key j for query i: its key row and, for that query, its
@@ -196,7 +196,7 @@ struct CpuKernels {
   void (*tile_mul_mat_f16)(const TileGemmArgs& args);
   void (*tile_mul_mat_q8_0)(const TileGemmArgs& args);
   void (*tile_mul_mat_q4_0)(const TileGemmArgs& args);
-  // k_type and v_type are F32, F16, BF16, Q8_0 or Q4_0.
+  // k_type and v_type are any of IsAttnKvType's.
   void (*attn_block)(const AttnBlockArgs& args);
   // Converts `n` F16 or BF16 values to F32.
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);

@@ -892,12 +892,16 @@ struct FloatVec {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
-  // 16 Q4_0 levels less 8: the low or high nibbles of 16 bytes.
-  static V LoadNibbles(const uint8_t* p, bool high) {
+  // 16 levels less `offset`: the low or high nibbles of 16 bytes, plus 16
+  // where bit i of `fifth` is set.
+  static V LoadNibbles(const uint8_t* p, bool high, uint32_t fifth,
+                       int offset) {
     __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     if (high) bytes = _mm_srli_epi16(bytes, 4);
-    const __m128i levels = _mm_sub_epi8(
-        _mm_and_si128(bytes, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
+    __m128i levels = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+    levels = _mm_mask_add_epi8(levels, static_cast<__mmask16>(fifth), levels,
+                               _mm_set1_epi8(16));
+    levels = _mm_sub_epi8(levels, _mm_set1_epi8(static_cast<char>(offset)));
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(levels));
   }
   static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
