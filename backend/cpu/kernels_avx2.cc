@@ -271,19 +271,27 @@ struct FloatVec {
   }
   // 8 levels less `offset`: the low or high nibbles of 8 bytes, plus 16
   // where bit i of `fifth` is set.
+  static V LoadNibbles(const uint8_t* p, bool high, int offset) {
+    return Levels(Nibbles(p, high), offset);
+  }
   static V LoadNibbles(const uint8_t* p, bool high, uint32_t fifth,
                        int offset) {
-    __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    if (high) bytes = _mm_srli_epi16(bytes, 4);
     const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0,
                                       0, 0, 0, 0, 0);
     const __m128i set = _mm_cmpeq_epi8(
         _mm_and_si128(_mm_set1_epi8(static_cast<char>(fifth)), bit), bit);
-    const __m128i levels = _mm_sub_epi8(
-        _mm_add_epi8(_mm_and_si128(bytes, _mm_set1_epi8(0x0F)),
-                     _mm_and_si128(set, _mm_set1_epi8(16))),
-        _mm_set1_epi8(static_cast<char>(offset)));
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(levels));
+    return Levels(_mm_add_epi8(Nibbles(p, high),
+                               _mm_and_si128(set, _mm_set1_epi8(16))),
+                  offset);
+  }
+  static __m128i Nibbles(const uint8_t* p, bool high) {
+    __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    if (high) bytes = _mm_srli_epi16(bytes, 4);
+    return _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+  }
+  static V Levels(__m128i bytes, int offset) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+        _mm_sub_epi8(bytes, _mm_set1_epi8(static_cast<char>(offset)))));
   }
   static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
 };

@@ -894,15 +894,24 @@ struct FloatVec {
   }
   // 16 levels less `offset`: the low or high nibbles of 16 bytes, plus 16
   // where bit i of `fifth` is set.
+  static V LoadNibbles(const uint8_t* p, bool high, int offset) {
+    return Levels(Nibbles(p, high), offset);
+  }
   static V LoadNibbles(const uint8_t* p, bool high, uint32_t fifth,
                        int offset) {
+    const __m128i nibbles = Nibbles(p, high);
+    return Levels(_mm_mask_add_epi8(nibbles, static_cast<__mmask16>(fifth),
+                                    nibbles, _mm_set1_epi8(16)),
+                  offset);
+  }
+  static __m128i Nibbles(const uint8_t* p, bool high) {
     __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     if (high) bytes = _mm_srli_epi16(bytes, 4);
-    __m128i levels = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
-    levels = _mm_mask_add_epi8(levels, static_cast<__mmask16>(fifth), levels,
-                               _mm_set1_epi8(16));
-    levels = _mm_sub_epi8(levels, _mm_set1_epi8(static_cast<char>(offset)));
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(levels));
+    return _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+  }
+  static V Levels(__m128i bytes, int offset) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+        _mm_sub_epi8(bytes, _mm_set1_epi8(static_cast<char>(offset)))));
   }
   static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
 };

@@ -247,11 +247,6 @@ struct Attn {
   using F32 = F32Weights;
   using F16 = F16Weights;
   using BF16 = BF16Weights;
-  using Q8 = Q8Rows;
-  using Q4 = Q4Rows;
-  using Q4Min = Q4MinRows;
-  using Q5 = Q5Rows;
-  using Q5Min = Q5MinRows;
 
   template <typename KW, typename VW>
   static void Run(const AttnBlockArgs& a) {
