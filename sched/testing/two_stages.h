@@ -26,7 +26,11 @@ namespace tessera::testing {
 
 constexpr int64_t kDim = 512;
 constexpr int64_t kTokens = 256;
-constexpr int kLayersPerStage = 4;
+// Long enough (tens of milliseconds a stage) that the hand-offs between
+// stages, and a watcher thread's late wake-up on a loaded machine, stay
+// short against the compute they overlap: with 4, as few as 2 of the 7
+// overlaps were seen in some runs.
+constexpr int kLayersPerStage = 16;
 constexpr int kBatches = 8;
 
 // Two stages of MUL_MATs: stage s's weights on devices[s].
