@@ -179,6 +179,12 @@ class ExecuteReactor final
     return outcome;
   }
 
+  // Whether the oldest submitted execution is complete (or never started).
+  bool OldestDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const Item& oldest = *submitted_.front();
+    return oldest.execution == nullptr || oldest.execution->IsDone();
+  }
+
   // Waits up to kInlineWait for the execution of `item`; whether it is done.
   bool AwaitBriefly(const Item& item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (item.execution == nullptr) return true;
@@ -204,8 +210,9 @@ class ExecuteReactor final
           Unhold();
         }
       }
-      if (!queued_.empty() && !(recovering_ && !submitted_.empty())) {
-        if (on_callback_thread && !submitted_.empty()) return HandOff();
+      const bool may_submit =
+          !queued_.empty() && !(recovering_ && !submitted_.empty());
+      if (may_submit && (!on_callback_thread || submitted_.empty())) {
         std::unique_ptr<Item> item = std::move(queued_.front());
         queued_.pop_front();
         mu_.Unlock();
@@ -214,6 +221,9 @@ class ExecuteReactor final
         submitted_.push_back(std::move(item));
         continue;
       }
+      // On the callback thread a submission behind one in flight may wait
+      // for it: the oldest is completed here first if it is done already.
+      if (may_submit && !OldestDone()) return HandOff();
       if (!submitted_.empty()) {
         Item& item = *submitted_.front();
         // A read started while the execution runs costs this response

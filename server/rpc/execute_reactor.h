@@ -34,10 +34,11 @@ struct ExecuteContext {
 //    waiting), so several executions are in flight and the scheduler
 //    pipelines them, then waits for the oldest and queues its response.
 //    It starts on gRPC's callback thread when the stream is idle (a short
-//    execution is answered without a hand-off) and moves to `work` rather
-//    than wait there for an execution or submit behind one of its own (its
-//    first submission may still wait for another stream's execution of the
-//    same graph to free a copy slot).
+//    execution is answered without a hand-off), completes there an
+//    execution that is already done, and moves to `work` rather than wait
+//    there for an execution or submit behind one of its own still running
+//    (its first submission may still wait for another stream's execution of
+//    the same graph to free a copy slot).
 //  - Writing: responses one at a time, in order. Their output bytes count
 //    against the session's quota (Session::Reserve) until written; an
 //    execution whose outputs the quota cannot hold gets RESOURCE_EXHAUSTED.
