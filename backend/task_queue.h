@@ -1,6 +1,7 @@
 #ifndef TESSERA_BACKEND_TASK_QUEUE_H_
 #define TESSERA_BACKEND_TASK_QUEUE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -25,7 +26,8 @@ namespace tessera {
 // An idle queue costs no thread: the worker starts when work is queued and
 // none runs, and exits once the queue has stayed empty for `linger` (a
 // stream in use keeps its worker, so its latency is that of a persistent
-// thread). When a worker cannot be started, the sticky status becomes
+// thread; the worker polls for the next task briefly, backend/spin.h,
+// before it sleeps). When a worker cannot be started, the sticky status becomes
 // RESOURCE_EXHAUSTED and the pushing thread drains the queue itself, every
 // task skipped and every recording completed with that status: never an
 // abort or a hang. Destruction runs what is queued, then joins the worker.
@@ -78,6 +80,9 @@ class TaskQueue {
   const absl::Duration linger_;
   absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
+  // Whether queue_ has entries: written under mu_, polled without it by
+  // the worker before it sleeps.
+  std::atomic<bool> waiting_ = false;
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;    // tasks ever queued
   uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // tasks ever finished
   absl::Status status_ ABSL_GUARDED_BY(mu_);    // sticky: first error

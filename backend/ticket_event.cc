@@ -3,6 +3,8 @@
 #include <memory>
 #include <utility>
 
+#include "backend/spin.h"
+
 namespace tessera {
 namespace {
 
@@ -59,6 +61,9 @@ bool TicketEvent::IsComplete(uint64_t ticket) {
 
 absl::Status TicketEvent::WaitFor(uint64_t ticket) {
   auto done = [this, ticket] { return IsComplete(ticket); };
+  // A waiter often waits for a short graph: polling first saves a sleeping
+  // thread's wake-up.
+  SpinUntil(done);
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&done));
   return status_;

@@ -37,7 +37,8 @@ class TicketEvent final : public Event {
   // Marks `ticket` complete with the recording stream's status (called by
   // that stream's worker on reaching the marker).
   void Complete(uint64_t ticket, absl::Status status);
-  // Blocks until a ticket >= `ticket` is complete; returns its status.
+  // Blocks until a ticket >= `ticket` is complete (polling briefly first,
+  // backend/spin.h); returns its status.
   absl::Status WaitFor(uint64_t ticket);
   // Whether a ticket >= `ticket` is complete.
   bool IsComplete(uint64_t ticket);
