@@ -2,9 +2,10 @@
 #define TESSERA_BACKEND_SPIN_H_
 
 // Busy-waiting before sleeping, for waits that usually end within
-// microseconds: a node of a thread team, an event of another stream at a
-// split boundary. Waking a sleeping thread costs tens of microseconds on a
-// virtual machine, a bounded spin a few.
+// microseconds: a node of a thread team, a stream's next task, an event's
+// completion (another stream at a split boundary, a short graph). Waking a
+// sleeping thread costs tens of microseconds on a virtual machine, a
+// bounded spin a few.
 
 #include <thread>
 

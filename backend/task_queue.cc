@@ -20,6 +20,7 @@ TaskQueue::~TaskQueue() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    ready_.store(true, std::memory_order_release);
     worker = std::move(worker_);
   }
   if (worker.joinable()) worker.join();
@@ -71,7 +72,7 @@ void TaskQueue::Push(Entry entry) {
   {
     absl::MutexLock lock(&mu_);
     queue_.push_back(std::move(entry));
-    waiting_.store(true, std::memory_order_release);
+    ready_.store(true, std::memory_order_release);
     ++queued_;
     if (draining_) return;
     // The previous worker, if any, has stopped draining: it only has to
@@ -100,7 +101,7 @@ void TaskQueue::Drain(bool linger) {
     // request of a client that waited for this one, the next graph of a
     // pipeline): polling first saves a sleeping thread's wake-up.
     if (linger) {
-      SpinUntil([this] { return waiting_.load(std::memory_order_acquire); });
+      SpinUntil([this] { return ready_.load(std::memory_order_acquire); });
     }
     Entry entry;
     bool skip = false;
@@ -118,7 +119,7 @@ void TaskQueue::Drain(bool linger) {
       }
       entry = std::move(queue_.front());
       queue_.pop_front();
-      waiting_.store(!queue_.empty(), std::memory_order_release);
+      ready_.store(!queue_.empty() || stopping_, std::memory_order_release);
       skip = !status_.ok() && !entry.is_marker;
     }
     absl::Status status = skip ? absl::OkStatus() : entry.run();

@@ -80,9 +80,10 @@ class TaskQueue {
   const absl::Duration linger_;
   absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
-  // Whether queue_ has entries: written under mu_, polled without it by
-  // the worker before it sleeps.
-  std::atomic<bool> waiting_ = false;
+  // Whether queue_ has entries or stopping_ is set (Drain's wait
+  // condition): written under mu_, polled without it by the worker before
+  // it sleeps.
+  std::atomic<bool> ready_ = false;
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;    // tasks ever queued
   uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // tasks ever finished
   absl::Status status_ ABSL_GUARDED_BY(mu_);    // sticky: first error
