@@ -31,9 +31,12 @@
 // minus local ms/token).
 //
 // The limit, measured in the same run: decoding one token reads every
-// weight once (token_embd only one row) plus the KV cache over its whole
-// capacity (the decode graph attends over n_ctx = prompt + decode positions
-// under a mask), so it cannot beat streaming-read bandwidth / those bytes.
+// weight once (token_embd only one row) plus the KV cache's positions in
+// use (the decode graph attends over the cache's whole capacity, --ctx,
+// under a mask, and the CPU's FLASH_ATTN_EXT reads only the positions the
+// mask leaves; the gpu mode reads them all), so it cannot beat
+// streaming-read bandwidth / those bytes, counted over the decode steps'
+// mean position.
 // Bandwidth: two threads summing a buffer much larger than the caches
 // (prefetching as the kernels do), the best of several passes, measured
 // before the table (and again after it, printed as a check of the
@@ -55,11 +58,13 @@
 // estimate of their cost apart from the waiting for the slower member.
 //
 //   bazel run -c opt //bench:llama [-- --layers=N --dim=N --ff=N --heads=N
-//       --kv_heads=N --vocab=N --prompt=N --decode=N --ubatch=N --rounds=N
+//       --kv_heads=N --vocab=N --prompt=N --decode=N --ctx=N --ubatch=N
+//       --rounds=N
 //       --types=f16,q8_0,q4_0,q4_k --modes=local,tp,remote,tp-daemons,gpu
 //       --cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1 --tesserad=PATH
 //       --simd=scalar|avx2|avx512|amx]
 //
+// --ctx is the cache's capacity (default and least: prompt + decode).
 // --simd caps the local mode's SIMD level (default: the best this CPU
 // has), to compare levels on one machine.
 //
@@ -144,6 +149,7 @@ struct Config {
   int64_t vocab = 8192;
   int prompt = 128;
   int decode = 32;
+  int64_t ctx = 0;  // the cache's capacity; 0: prompt + decode
   int64_t ubatch = 32;
   int rounds = 5;
   std::vector<std::string> types = {"f16", "q8_0", "q4_0", "q4_k"};
@@ -152,6 +158,10 @@ struct Config {
   std::string tesserad;  // empty: the runfiles copy (or $TESSERAD)
   SimdLevel simd = DetectSimdLevel();  // the local mode's highest level
 };
+
+int64_t Capacity(const Config& c) {
+  return c.ctx > 0 ? c.ctx : c.prompt + c.decode;
+}
 
 int64_t ParameterCount(const Config& c) {
   const int64_t kv = c.dim / c.heads * c.kv_heads;
@@ -331,9 +341,9 @@ double StreamReadGBps(size_t bytes, int threads, int passes) {
 
 // Bytes one decode token reads: every weight once (token_embd one row),
 // mirrored ones `mirror_copies` times (tp: each member reads its own), and
-// the KV cache (of `cache_type`) over n_ctx positions.
+// the KV cache (of `cache_type`) over `positions`.
 absl::StatusOr<uint64_t> DecodeBytes(const GgufFile& file, Type cache_type,
-                                     int64_t n_ctx,
+                                     int64_t positions,
                                      const SplitPolicy* policy,
                                      int mirror_copies) {
   TESSERA_ASSIGN_OR_RETURN(LlamaConfig config, LlamaConfig::FromGguf(file));
@@ -347,7 +357,7 @@ absl::StatusOr<uint64_t> DecodeBytes(const GgufFile& file, Type cache_type,
     if (policy != nullptr && !(*policy)(*t).is_split()) b *= mirror_copies;
     bytes += b;
   }
-  bytes += static_cast<uint64_t>(config.n_layer) * 2 * n_ctx *
+  bytes += static_cast<uint64_t>(config.n_layer) * 2 * positions *
            RowSize(cache_type, config.n_embd_kv());
   return bytes;
 }
@@ -362,7 +372,7 @@ std::vector<int32_t> Prompt(const Config& c) {
 
 LlamaRunnerOptions RunnerOptions(const Config& c) {
   LlamaRunnerOptions o;
-  o.n_ctx = c.prompt + c.decode;
+  o.n_ctx = Capacity(c);
   o.n_ubatch = c.ubatch;
   o.cache_type = c.cache_type;
   return o;
@@ -734,7 +744,7 @@ absl::Status Main(const Config& c) {
       "cache %s, capacity %d; %d rounds per mode, interleaved, medians; %d "
       "hardware threads\n",
       c.prompt, c.ubatch, c.decode, TypeName(c.cache_type),
-      c.prompt + c.decode, c.rounds,
+      Capacity(c), c.rounds,
       static_cast<int>(std::thread::hardware_concurrency()));
 
   const auto selected = [&](std::string_view mode) {
@@ -788,7 +798,8 @@ absl::Status Main(const Config& c) {
     const double write_s = SecondsSince(start);
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file,
                              GgufFile::Open(path));
-    const int64_t n_ctx = c.prompt + c.decode;
+    // Cache positions a decode step reads, on average over the steps.
+    const int64_t in_use = c.prompt + (c.decode + 1) / 2;
     TESSERA_ASSIGN_OR_RETURN(LlamaSplitOptions split, SplitOptions(*file));
     const SplitPolicy policy = LlamaSplitPolicy(2, split);
 
@@ -804,7 +815,7 @@ absl::Status Main(const Config& c) {
         TESSERA_RETURN_IF_ERROR(In(name + " tp 2", MakeTp(*file, c, m)));
         TESSERA_ASSIGN_OR_RETURN(
             m.bytes_per_token,
-            DecodeBytes(*file, c.cache_type, n_ctx, &policy, 2));
+            DecodeBytes(*file, c.cache_type, in_use, &policy, 2));
         tp = &m;
       } else if (mode == "remote") {
         TESSERA_RETURN_IF_ERROR(In(
@@ -815,7 +826,7 @@ absl::Status Main(const Config& c) {
             In(name + " tp-daemons", MakeTpDaemons(*file, c, m)));
         TESSERA_ASSIGN_OR_RETURN(
             m.bytes_per_token,
-            DecodeBytes(*file, c.cache_type, n_ctx, &policy, 2));
+            DecodeBytes(*file, c.cache_type, in_use, &policy, 2));
       } else {
         TESSERA_RETURN_IF_ERROR(
             In(name + " gpu", MakeGpu(*file, c, m, gpu_copy_gbps)));
@@ -823,7 +834,8 @@ absl::Status Main(const Config& c) {
       if (m.bytes_per_token == 0) {
         TESSERA_ASSIGN_OR_RETURN(
             m.bytes_per_token,
-            DecodeBytes(*file, c.cache_type, n_ctx, nullptr, 1));
+            DecodeBytes(*file, c.cache_type,
+                        mode == "gpu" ? Capacity(c) : in_use, nullptr, 1));
       }
       if (m.limit_gbps == 0) m.limit_gbps = bw;
     }
@@ -925,7 +937,8 @@ absl::Status Main(const Config& c) {
 
   absl::PrintF(
       "\nMB/token: bytes one decode token reads (the weights, token_embd one "
-      "row, the KV cache at capacity; tp counts its mirrored weights once "
+      "row, the KV cache's positions in use at the decode steps' mean "
+      "position, at capacity for gpu; tp counts its mirrored weights once "
       "per member); limit t/s = bandwidth / MB/token (the streaming read "
       "for CPU modes, the device-to-device copy for gpu); /limit = decode "
       "t/s / limit t/s; daemon us = remote minus the reference's decode time "
@@ -972,7 +985,8 @@ int main(int argc, char** argv) {
         IntFlag(arg, "heads", 1, &c.heads, &bad) ||
         IntFlag(arg, "kv_heads", 1, &c.kv_heads, &bad) ||
         IntFlag(arg, "vocab", 2, &c.vocab, &bad) ||
-        IntFlag(arg, "ubatch", 1, &c.ubatch, &bad)) {
+        IntFlag(arg, "ubatch", 1, &c.ubatch, &bad) ||
+        IntFlag(arg, "ctx", 1, &c.ctx, &bad)) {
       continue;
     }
     int64_t rounds = c.rounds;
@@ -1013,7 +1027,8 @@ int main(int argc, char** argv) {
     // The shape's limits. tp 2 needs a KV head per member, and attn_output
     // split in whole head groups of whole blocks (the meta device slices a
     // mirrored quantized weight only at block boundaries).
-    bad = c.dim % c.heads != 0 || c.heads % c.kv_heads != 0 || c.kv_heads < 2;
+    bad = c.dim % c.heads != 0 || c.heads % c.kv_heads != 0 ||
+          c.kv_heads < 2 || (c.ctx > 0 && c.ctx < c.prompt + c.decode);
     const int64_t head_group = c.dim / c.heads * (c.heads / c.kv_heads);
     for (const std::string& type : c.types) {
       const absl::StatusOr<int32_t> ggml = tessera::bench::GgmlTypeByName(type);
@@ -1030,7 +1045,8 @@ int main(int argc, char** argv) {
     absl::FPrintF(
         stderr,
         "usage: llama [--layers=N] [--dim=N] [--ff=N] [--heads=N] "
-        "[--kv_heads=N] [--vocab=N] [--prompt=N] [--decode=N] [--ubatch=N] "
+        "[--kv_heads=N] [--vocab=N] [--prompt=N] [--decode=N] [--ctx=N] "
+        "[--ubatch=N] "
         "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k,... (f16 or quantized)] "
         "[--modes=local,tp,remote,tp-daemons,gpu (each once; the first is the "
         "reference)] [--cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] "

@@ -500,15 +500,23 @@ absl::Status FlashAttnCase(CpuDevice& device, Stream& stream, const Limits& lim,
 // FLASH_ATTN_EXT decode over a KV cache as model/llama.cc (and llama.cpp)
 // keep it: one F16 row of all 8 K/V heads per position, each head a view
 // whose rows lie a whole cache row apart, as in a 1B LLaMA (32 query
-// heads of 64). Bound by reading K and V.
+// heads of 64). `used` positions of the kKv are in use and the mask sets
+// the rest to -inf, as a decode step early in a sequence sees it. Bound by
+// reading K and V of the positions in use.
 absl::Status FlashAttnCacheCase(CpuDevice& device, Stream& stream,
-                                const Limits& lim, std::string_view only) {
+                                const Limits& lim, std::string_view only,
+                                int64_t used) {
   constexpr int64_t kD = 64, kHeads = 32, kKvHeads = 8, kKv = 4096;
   const std::string name =
-      absl::StrFormat("FLASH_ATTN_EXT f16 d=%d kv=%d cache decode", kD, kKv);
+      used == kKv
+          ? absl::StrFormat("FLASH_ATTN_EXT f16 d=%d kv=%d cache decode", kD,
+                            kKv)
+          : absl::StrFormat("FLASH_ATTN_EXT f16 d=%d kv=%d/%d cache decode",
+                            kD, used, kKv);
   if (!Selected(name, only)) return absl::OkStatus();
   OneOp op;
   size_t kv_bytes = 0;
+  Tensor* mask = nullptr;
   TESSERA_RETURN_IF_ERROR(Prepare(
       device,
       [&](Context& ctx) -> absl::StatusOr<Tensor*> {
@@ -518,20 +526,28 @@ absl::Status FlashAttnCacheCase(CpuDevice& device, Stream& stream,
         for (Tensor*& h : heads) {
           TESSERA_ASSIGN_OR_RETURN(
               Tensor * cache, ctx.NewTensor(Type::kF16, {kD * kKvHeads, kKv}));
-          kv_bytes += cache->NumBytes();
+          kv_bytes += cache->NumBytes() / kKv * used;
           TESSERA_ASSIGN_OR_RETURN(
               h, View(ctx, cache, {kD, kKvHeads, kKv},
                       {kD * sizeof(uint16_t), cache->nb[1]}, 0));
           TESSERA_ASSIGN_OR_RETURN(h, Permute(ctx, h, 0, 2, 1, 3));
         }
-        TESSERA_ASSIGN_OR_RETURN(Tensor * mask,
-                                 ctx.NewTensor(Type::kF16, {kKv, 1}));
+        TESSERA_ASSIGN_OR_RETURN(mask, ctx.NewTensor(Type::kF16, {kKv, 1}));
         return FlashAttnExt(ctx, q, heads[0], heads[1], mask, 0.125f, 0.0f,
                             0.0f);
       },
       op));
+  if (used < kKv) {
+    std::vector<float> bias(kKv, 0.0f);
+    std::fill(bias.begin() + used, bias.end(),
+              -std::numeric_limits<float>::infinity());
+    std::vector<char> bytes(mask->NumBytes());
+    RowFromFloat(Type::kF16, bias.data(), bytes.data(), kKv);
+    TESSERA_RETURN_IF_ERROR(
+        mask->buffer->SetTensor(*mask, bytes.data(), 0, bytes.size()));
+  }
   TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
-  const double flops = 4.0 * kD * kKv * kHeads / seconds;
+  const double flops = 4.0 * kD * used * kHeads / seconds;
   const double bytes_per_s = kv_bytes / seconds;
   PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
            bytes_per_s / ReadBandwidth(kv_bytes, lim.threads), "read", 0);
@@ -640,7 +656,10 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
   }
   TESSERA_RETURN_IF_ERROR(FlashAttnCase(device, *stream, lim, only, Type::kF16,
                                         /*n_q=*/1, /*kKv=*/16384));
-  TESSERA_RETURN_IF_ERROR(FlashAttnCacheCase(device, *stream, lim, only));
+  for (int64_t used : {4096, 512}) {
+    TESSERA_RETURN_IF_ERROR(
+        FlashAttnCacheCase(device, *stream, lim, only, used));
+  }
   TESSERA_RETURN_IF_ERROR(
       FlashAttnCase(device, *stream, lim, only, Type::kF16, /*n_q=*/512));
   // Every row of the table gathered once (the indices are 0..511), so the

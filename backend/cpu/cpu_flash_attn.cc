@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/kernels.h"
@@ -78,7 +79,7 @@ Units UnitsOf(const Tensor& node) {
 int64_t Floats64(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 // One thread's scratch, offsets in floats, each a 64-byte multiple:
-// queries, bias, scores, m, l and accumulators.
+// queries, bias, scores, m, l, accumulators and which keys take part.
 struct Scratch {
   explicit Scratch(const Tensor& node) {
     bias = Floats64(kMaxQueries * node.src[0]->ne[0]);
@@ -86,10 +87,11 @@ struct Scratch {
     m = scores + kMaxQueries * kTileKeys;
     l = m + kMaxQueries;
     acc = l + kMaxQueries;
-    floats = acc + Floats64(kMaxQueries * node.src[2]->ne[0]);
+    live = acc + Floats64(kMaxQueries * node.src[2]->ne[0]);
+    floats = live + Floats64((node.src[1]->ne[1] + 3) / 4);
   }
 
-  int64_t bias, scores, m, l, acc;
+  int64_t bias, scores, m, l, acc, live;
   int64_t floats;
 };
 
@@ -98,8 +100,41 @@ const char* At(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
          i3 * t.nb[3];
 }
 
+// The mask row of query row `row` of head `head` in batch `batch` (the
+// mask broadcast over heads and batches).
+const char* MaskRow(const Tensor& mask, int64_t row, int64_t head,
+                    int64_t batch) {
+  return At(mask, row, head % mask.ne[2], batch % mask.ne[3]);
+}
+
+// Sets live[j] for each of the n mask values of `row` that is not -inf.
+void MarkUnmasked(const Tensor& mask, const char* row, int64_t n, bool* live) {
+  if (mask.type == Type::kF16) {
+    constexpr uint16_t kF16NegInf = 0xFC00;
+    const auto* bits = reinterpret_cast<const uint16_t*>(row);
+    for (int64_t j = 0; j < n; ++j) live[j] |= bits[j] != kF16NegInf;
+  } else {
+    const auto* values = reinterpret_cast<const float*>(row);
+    for (int64_t j = 0; j < n; ++j) {
+      live[j] |= values[j] != -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+// The mask rows whose keys a thread's scratch marks live (none: no mask),
+// so that units which share them (a decode step's key/value heads) scan
+// them once.
+struct MarkedRows {
+  int64_t batch = -1;  // of the mask
+  int64_t row0 = -1;
+  int64_t rows = -1;
+  int64_t head0 = -1;  // of the mask
+  int64_t heads = 0;
+  bool operator==(const MarkedRows&) const = default;
+};
+
 void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
-             int64_t unit, float* scratch) {
+             int64_t unit, float* scratch, MarkedRows& marked) {
   const Tensor& q = *node.src[0];
   const Tensor& k = *node.src[1];
   const Tensor& v = *node.src[2];
@@ -155,18 +190,18 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
   args.k_type = k.type;
   args.v_stride = v.nb[1];
   args.v_type = v.type;
-  for (int64_t j0 = 0; j0 < n_kv; j0 += kTileKeys) {
-    const int64_t n = std::min(kTileKeys, n_kv - j0);
+  // Keys [j0, j0 + n) as one block, with the masks' bias for them.
+  auto block = [&](int64_t j0, int64_t n, bool next_follows) {
     args.k = At(k, j0, kh, kb);
     args.v = At(v, j0, kh, kb);
     if (mask != nullptr) {
       for (int64_t i = 0; i < nq; ++i) {
         const int64_t head = head0 + i / rows;
-        const char* row = At(*mask, row0 + i % rows, head % mask->ne[2],
-                             batch % mask->ne[3]) +
-                          j0 * mask->nb[0];
         float* b = bias + i * n;
-        RowToF32(*ctx.kernels, mask->type, row, b, n);
+        RowToF32(*ctx.kernels, mask->type,
+                 MaskRow(*mask, row0 + i % rows, head, batch) +
+                     j0 * mask->nb[0],
+                 b, n);
         const float slope = AlibiSlope(max_bias, head, q.ne[2]);
         if (slope != 1.0f) {
           for (int64_t j = 0; j < n; ++j) b[j] *= slope;
@@ -174,7 +209,39 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
       }
     }
     args.n = n;
+    args.next_follows = next_follows;
     ctx.kernels->attn_block(args);
+  };
+  // The keys that take part: those not masked out (-inf) for every query
+  // of the unit, as in the reference, so that a cache's unused positions
+  // cost nothing. Blocks are their runs, kTileKeys at most.
+  bool* live = reinterpret_cast<bool*>(scratch + at.live);
+  const MarkedRows wanted =
+      mask == nullptr
+          ? MarkedRows{}
+          : MarkedRows{batch % mask->ne[3], row0, rows, head0 % mask->ne[2],
+                       std::min(heads, mask->ne[2])};
+  if (wanted != marked) {
+    marked = wanted;
+    std::fill(live, live + n_kv, mask == nullptr);
+    for (int64_t h = 0; h < wanted.heads; ++h) {
+      for (int64_t r = 0; r < rows; ++r) {
+        MarkUnmasked(*mask, MaskRow(*mask, row0 + r, head0 + h, batch), n_kv,
+                     live);
+      }
+    }
+  }
+  const char* flags = reinterpret_cast<const char*>(live);
+  for (int64_t j = 0; j < n_kv;) {
+    const void* start = std::memchr(flags + j, 1, n_kv - j);
+    if (start == nullptr) break;
+    j = static_cast<const char*>(start) - flags;
+    const int64_t most = std::min(kTileKeys, n_kv - j);
+    const void* stop = std::memchr(flags + j, 0, most);
+    const int64_t end =
+        stop == nullptr ? j + most : static_cast<const char*>(stop) - flags;
+    block(j, end - j, end < n_kv && live[end]);
+    j = end;
   }
 
   // 3. Normalize and store: dst row (head, query row, batch).
@@ -200,8 +267,9 @@ bool TryFlashAttn(Tensor& node, const CpuComputeContext& ctx) {
   float* scratch =
       reinterpret_cast<float*>(ctx.work) + ctx.ith * Scratch(node).floats;
   const WorkRange mine = WorkPart(u.count, ctx.ith, ctx.nth);
+  MarkedRows marked{.heads = -1};  // nothing marked yet
   for (int64_t unit = mine.begin; unit < mine.end; ++unit) {
-    RunUnit(node, ctx, u, unit, scratch);
+    RunUnit(node, ctx, u, unit, scratch, marked);
   }
   return true;
 }

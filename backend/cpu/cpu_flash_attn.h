@@ -7,12 +7,11 @@
 // queries: the query heads that share that key/value head (GQA) times a
 // block of query rows, so each key and value tile is read once for all of
 // them. Units are split over the team. Keys and values of any type
-// IsAttnKvType accepts: F32, F16 and BF16 rows are read where they are
-// (views with any row stride); rows of 32-value blocks (Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1) are dequantized by the level's kernels a tile at a time into
-// per-thread scratch. Mask (F32 or F16, broadcast
-// over heads and batches), ALiBi slopes and softcap follow the reference
-// kernel.
+// IsAttnKvType accepts are read where they are (views with any row
+// stride). Mask (F32 or F16, broadcast over heads and batches), ALiBi
+// slopes and softcap follow the reference kernel; keys that the mask
+// sets to -inf for every query of a unit are not read at all, so a decode
+// step over a cache's whole capacity reads only the positions in use.
 
 #include <cstddef>
 

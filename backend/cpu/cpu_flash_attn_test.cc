@@ -1,5 +1,8 @@
 #include "backend/cpu/cpu_flash_attn.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -34,8 +37,8 @@ std::vector<float> Pattern(size_t n, uint32_t seed) {
 }
 
 // A FLASH_ATTN_EXT graph over q F32 [d, n_q, heads], k and v of `kt` and
-// `vt` [d, n_kv, kv_heads] and an F16 mask [n_kv, n_q], its tensors placed
-// in host memory.
+// `vt` [d, n_kv, kv_heads] and a mask [n_kv, n_q] of `mask_type`, its
+// tensors placed in host memory.
 struct Attention {
   Context ctx;
   Tensor* q = nullptr;
@@ -49,11 +52,11 @@ struct Attention {
 
   Attention(int64_t d, int64_t n_q, int64_t n_kv, int64_t heads,
             int64_t kv_heads, Type kt, Type vt, float scale, float max_bias,
-            float softcap) {
+            float softcap, Type mask_type = Type::kF16) {
     q = ctx.NewTensor(Type::kF32, {d, n_q, heads}).value();
     k = ctx.NewTensor(kt, {d, n_kv, kv_heads}).value();
     v = ctx.NewTensor(vt, {d, n_kv, kv_heads}).value();
-    mask = ctx.NewTensor(Type::kF16, {n_kv, n_q}).value();
+    mask = ctx.NewTensor(mask_type, {n_kv, n_q}).value();
     out = FlashAttnExt(ctx, q, k, v, mask, scale, max_bias, softcap).value();
     EXPECT_TRUE(graph.Expand(out).ok());
     std::vector<Tensor*> all(graph.leafs().begin(), graph.leafs().end());
@@ -137,6 +140,139 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
       for (int64_t t = 0; t < kD; ++t) {
         EXPECT_EQ(got[h * kD + t], 0.0f) << SimdLevelName(level);
       }
+    }
+  }
+}
+
+// Keys that no query of a unit sees are skipped in runs: a run longer than
+// a tile (256 keys), holes between runs, a key seen by some query rows
+// only, one live key alone at the end, and units (rows 0-7, 8-9) that see
+// different keys, with F16 and F32 masks, over 2 threads, at every SIMD
+// level, against the reference kernel. The rows no query sees hold NaN.
+TEST(CpuFlashAttnTest, KeysNoQuerySeesAreSkippedAndResultsMatchReference) {
+  constexpr int64_t kD = 64, kQ = 10, kKv = 700, kHeads = 4, kKvHeads = 2;
+  auto visible = [](int64_t i, int64_t j) {
+    const bool hole = i % 2 == 0 && j >= 400 && j < 420;
+    return j < 10 + 3 * i || (j >= 300 && j < 650 && !hole) || j == 699;
+  };
+  auto seen = [&](int64_t j) {
+    for (int64_t i = 0; i < kQ; ++i) {
+      if (visible(i, j)) return true;
+    }
+    return false;
+  };
+  for (Type mask_type : {Type::kF16, Type::kF32}) {
+    Attention a(kD, kQ, kKv, kHeads, kKvHeads, Type::kF16, Type::kF16, 0.125f,
+                0.0f, 0.0f, mask_type);
+    ASSERT_TRUE(
+        testing::Write(*a.q, Pattern(a.q->NumElements(), 1).data()).ok());
+    std::vector<float> k = Pattern(a.k->NumElements(), 2);
+    std::vector<float> v = Pattern(a.v->NumElements(), 3);
+    for (int64_t h = 0; h < kKvHeads; ++h) {
+      for (int64_t j = 0; j < kKv; ++j) {
+        if (seen(j)) continue;
+        for (int64_t t = 0; t < kD; ++t) {
+          k[(h * kKv + j) * kD + t] = std::nanf("");
+          v[(h * kKv + j) * kD + t] = std::nanf("");
+        }
+      }
+    }
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    for (size_t i = 0; i < k.size(); ++i) k16[i] = Fp32ToFp16(k[i]);
+    for (size_t i = 0; i < v.size(); ++i) v16[i] = Fp32ToFp16(v[i]);
+    ASSERT_TRUE(testing::Write(*a.k, k16.data()).ok());
+    ASSERT_TRUE(testing::Write(*a.v, v16.data()).ok());
+    std::vector<float> m = Pattern(kKv * kQ, 4);
+    for (int64_t i = 0; i < kQ; ++i) {
+      for (int64_t j = 0; j < kKv; ++j) {
+        if (!visible(i, j)) {
+          m[i * kKv + j] = -std::numeric_limits<float>::infinity();
+        }
+      }
+    }
+    if (mask_type == Type::kF16) {
+      std::vector<uint16_t> m16(m.size());
+      for (size_t i = 0; i < m.size(); ++i) m16[i] = Fp32ToFp16(m[i]);
+      ASSERT_TRUE(testing::Write(*a.mask, m16.data()).ok());
+    } else {
+      ASSERT_TRUE(testing::Write(*a.mask, m.data()).ok());
+    }
+    ASSERT_TRUE(ReferenceCompute(*a.out).ok());
+    const std::vector<float> want = testing::Read(*a.out);
+    for (SimdLevel level : SupportedSimdLevels()) {
+      CpuDevice device({.name = "cpu",
+                        .n_threads = 2,
+                        .memory_limit = 0,
+                        .max_simd = level});
+      ASSERT_TRUE(a.Poison().ok());
+      std::unique_ptr<Stream> stream = device.CreateStream().value();
+      ASSERT_TRUE(stream->Compute(a.graph).ok());
+      const std::vector<float> got = testing::Read(*a.out);
+      double err = 0, ref = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i]))
+            << SimdLevelName(level) << " " << TypeName(mask_type) << " " << i;
+        err += (got[i] - want[i]) * (got[i] - want[i]);
+        ref += want[i] * want[i];
+      }
+      EXPECT_LT(err / ref, 1e-6)
+          << SimdLevelName(level) << " " << TypeName(mask_type);
+    }
+  }
+}
+
+// A decode step over a cache's capacity reads only the positions the mask
+// leaves in use: the pages of K and V past them are made unreadable while
+// the device computes, so reading one would crash the test.
+TEST(CpuFlashAttnTest, PositionsTheMaskExcludesAreNeverRead) {
+  constexpr int64_t kD = 64, kKv = 1024, kUsed = 96, kHeads = 4;
+  Attention a(kD, 1, kKv, kHeads, 1, Type::kF16, Type::kF16, 0.125f, 0.0f,
+              0.0f);
+  ASSERT_TRUE(testing::Write(*a.q, Pattern(a.q->NumElements(), 1).data()).ok());
+  std::vector<uint16_t> mask(kKv, Fp32ToFp16(0.0f));
+  for (int64_t j = kUsed; j < kKv; ++j) {
+    mask[j] = Fp32ToFp16(-std::numeric_limits<float>::infinity());
+  }
+  ASSERT_TRUE(testing::Write(*a.mask, mask.data()).ok());
+  for (Tensor* t : {a.k, a.v}) {
+    std::vector<uint16_t> rows(kKv * kD);
+    const std::vector<float> x = Pattern(rows.size(), t == a.k ? 2 : 3);
+    for (size_t e = 0; e < rows.size(); ++e) rows[e] = Fp32ToFp16(x[e]);
+    ASSERT_TRUE(testing::Write(*t, rows.data()).ok());
+  }
+  ASSERT_TRUE(ReferenceCompute(*a.out).ok());
+  const std::vector<float> want = testing::Read(*a.out);
+
+  // The whole pages of K's and V's excluded rows.
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  struct Range {
+    void* begin;
+    size_t bytes;
+  };
+  std::vector<Range> excluded;
+  for (Tensor* t : {a.k, a.v}) {
+    const auto base = reinterpret_cast<uintptr_t>(t->data);
+    const uintptr_t begin = (base + kUsed * t->nb[1] + page - 1) / page * page;
+    const uintptr_t end = (base + t->NumBytes()) / page * page;
+    ASSERT_GE(end, begin + 16 * page);  // most of the excluded rows
+    excluded.push_back({reinterpret_cast<void*>(begin), end - begin});
+  }
+  for (SimdLevel level : SupportedSimdLevels()) {
+    CpuDevice device(
+        {.name = "cpu", .n_threads = 2, .memory_limit = 0, .max_simd = level});
+    ASSERT_TRUE(a.Poison().ok());
+    std::unique_ptr<Stream> stream = device.CreateStream().value();
+    for (const Range& r : excluded) {
+      ASSERT_EQ(mprotect(r.begin, r.bytes, PROT_NONE), 0);
+    }
+    const absl::Status computed = stream->Compute(a.graph);
+    for (const Range& r : excluded) {
+      ASSERT_EQ(mprotect(r.begin, r.bytes, PROT_READ | PROT_WRITE), 0);
+    }
+    ASSERT_TRUE(computed.ok()) << computed;
+    const std::vector<float> got = testing::Read(*a.out);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-4f) << SimdLevelName(level) << " " << i;
     }
   }
 }

@@ -146,6 +146,9 @@ struct AttnBlockArgs {
   Type v_type;
   const float* bias;  // nq rows of n floats, or null
   int64_t n;
+  // The n keys and values after these are the next block's: the kernel
+  // may ask the caches for them.
+  bool next_follows = false;
   int64_t d;
   int64_t dv;
   float scale;
