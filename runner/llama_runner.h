@@ -4,7 +4,8 @@
 // Runs a LLaMA GGUF model (model/llama.h) on devices: uploads the weights,
 // keeps the KV cache in device buffers, processes a prompt in micro-batches
 // and decodes one token at a time with a graph of fixed shape (attention
-// over the cache's whole capacity under a mask, as llama.cpp does), built
+// over the cache's whole capacity under a mask, as llama.cpp does; the
+// CPU's FLASH_ATTN_EXT reads only the positions the mask leaves), built
 // once per batch size.
 //
 // Where the graphs run:
