@@ -101,7 +101,8 @@ void TaskQueue::Drain(bool linger) {
     // request of a client that waited for this one, the next graph of a
     // pipeline): polling first saves a sleeping thread's wake-up.
     if (linger) {
-      SpinUntil([this] { return ready_.load(std::memory_order_acquire); });
+      SpinUntil([this] { return ready_.load(std::memory_order_acquire); },
+                kWorkerSpinIterations);
     }
     Entry entry;
     bool skip = false;
