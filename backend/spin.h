@@ -18,9 +18,10 @@ inline constexpr int kSpinIterations = 2048;
 // A stream's worker waits longer for its next task: a client that waits for
 // each result sends the next request a network round trip after the
 // previous task ends, which on a VM whose idle vCPUs halt is longer than
-// kSpinIterations bridges (about 80 us with its yields there). bench/rtt, registered Execute of a 1-op graph,
-// daemon and client on a 2-vCPU Zen 4 VM, six alternating rounds: 90-115 us
-// with this against 112-149 us with kSpinIterations.
+// kSpinIterations bridges (about 80 us with its yields there). bench/rtt,
+// registered Execute of a 1-op graph, daemon and client on a 2-vCPU Zen 4
+// VM, six alternating rounds: 90-115 us with this against 112-149 us with
+// kSpinIterations.
 inline constexpr int kWorkerSpinIterations = 4 * kSpinIterations;
 // Every kYieldEvery-th pause is a yield of the core: on a machine with more
 // runnable threads than cores, the thread being waited for may need this

@@ -27,10 +27,11 @@ namespace tessera {
 // none runs, and exits once the queue has stayed empty for `linger` (a
 // stream in use keeps its worker, so its latency is that of a persistent
 // thread; the worker polls for the next task briefly, backend/spin.h,
-// before it sleeps). When a worker cannot be started, the sticky status becomes
-// RESOURCE_EXHAUSTED and the pushing thread drains the queue itself, every
-// task skipped and every recording completed with that status: never an
-// abort or a hang. Destruction runs what is queued, then joins the worker.
+// before it sleeps). When a worker cannot be started, the sticky status
+// becomes RESOURCE_EXHAUSTED and the pushing thread drains the queue
+// itself, every task skipped and every recording completed with that
+// status: never an abort or a hang. Destruction runs what is queued, then
+// joins the worker.
 class TaskQueue {
  public:
   using Task = absl::AnyInvocable<absl::Status()>;

@@ -231,15 +231,14 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
       }
     }
   }
-  const char* flags = reinterpret_cast<const char*>(live);
   for (int64_t j = 0; j < n_kv;) {
-    const void* start = std::memchr(flags + j, 1, n_kv - j);
+    const void* start = std::memchr(live + j, true, n_kv - j);
     if (start == nullptr) break;
-    j = static_cast<const char*>(start) - flags;
+    j = static_cast<const bool*>(start) - live;
     const int64_t most = std::min(kTileKeys, n_kv - j);
-    const void* stop = std::memchr(flags + j, 0, most);
+    const void* stop = std::memchr(live + j, false, most);
     const int64_t end =
-        stop == nullptr ? j + most : static_cast<const char*>(stop) - flags;
+        stop == nullptr ? j + most : static_cast<const bool*>(stop) - live;
     block(j, end - j, end < n_kv && live[end]);
     j = end;
   }

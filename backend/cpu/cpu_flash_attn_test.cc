@@ -69,6 +69,27 @@ struct Attention {
     const std::vector<float> sevens(out->NumElements(), 7.0f);
     return buffer->SetTensor(*out, sevens.data(), 0, out->NumBytes());
   }
+
+  // Writes `values` into `t`, converted to its type.
+  static absl::Status Set(Tensor& t, const std::vector<float>& values) {
+    std::vector<char> bytes(t.NumBytes());
+    RowFromFloat(t.type, values.data(), bytes.data(), t.NumElements());
+    return testing::Write(t, bytes.data());
+  }
+
+  // `out` as a CPU device of `threads` threads at `level` computes it
+  // (poisoned first).
+  absl::StatusOr<std::vector<float>> ComputeAt(SimdLevel level, int threads) {
+    CpuDevice device({.name = "cpu",
+                      .n_threads = threads,
+                      .memory_limit = 0,
+                      .max_simd = level});
+    if (absl::Status s = Poison(); !s.ok()) return s;
+    absl::StatusOr<std::unique_ptr<Stream>> stream = device.CreateStream();
+    if (!stream.ok()) return stream.status();
+    if (absl::Status s = (*stream)->Compute(graph); !s.ok()) return s;
+    return testing::Read(*out);
+  }
 };
 
 // Causal attention with -inf in the mask, at every SIMD level, against the
@@ -123,12 +144,9 @@ TEST(CpuFlashAttnTest, InfiniteMaskMatchesReferenceAtEveryLevel) {
     for (int64_t t = 0; t < kD; ++t) ASSERT_EQ(want[h * kD + t], 0.0f);
   }
   for (SimdLevel level : SupportedSimdLevels()) {
-    CpuDevice device(
-        {.name = "cpu", .n_threads = 2, .memory_limit = 0, .max_simd = level});
-    ASSERT_TRUE(a.Poison().ok());
-    std::unique_ptr<Stream> stream = device.CreateStream().value();
-    ASSERT_TRUE(stream->Compute(a.graph).ok());
-    const std::vector<float> got = testing::Read(*out);
+    absl::StatusOr<std::vector<float>> computed = a.ComputeAt(level, 2);
+    ASSERT_TRUE(computed.ok()) << computed.status();
+    const std::vector<float>& got = *computed;
     double err = 0, ref = 0;
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_FALSE(std::isnan(got[i])) << SimdLevelName(level) << " " << i;
@@ -177,11 +195,8 @@ TEST(CpuFlashAttnTest, KeysNoQuerySeesAreSkippedAndResultsMatchReference) {
         }
       }
     }
-    std::vector<uint16_t> k16(k.size()), v16(v.size());
-    for (size_t i = 0; i < k.size(); ++i) k16[i] = Fp32ToFp16(k[i]);
-    for (size_t i = 0; i < v.size(); ++i) v16[i] = Fp32ToFp16(v[i]);
-    ASSERT_TRUE(testing::Write(*a.k, k16.data()).ok());
-    ASSERT_TRUE(testing::Write(*a.v, v16.data()).ok());
+    ASSERT_TRUE(Attention::Set(*a.k, k).ok());
+    ASSERT_TRUE(Attention::Set(*a.v, v).ok());
     std::vector<float> m = Pattern(kKv * kQ, 4);
     for (int64_t i = 0; i < kQ; ++i) {
       for (int64_t j = 0; j < kKv; ++j) {
@@ -190,32 +205,17 @@ TEST(CpuFlashAttnTest, KeysNoQuerySeesAreSkippedAndResultsMatchReference) {
         }
       }
     }
-    if (mask_type == Type::kF16) {
-      std::vector<uint16_t> m16(m.size());
-      for (size_t i = 0; i < m.size(); ++i) m16[i] = Fp32ToFp16(m[i]);
-      ASSERT_TRUE(testing::Write(*a.mask, m16.data()).ok());
-    } else {
-      ASSERT_TRUE(testing::Write(*a.mask, m.data()).ok());
-    }
+    ASSERT_TRUE(Attention::Set(*a.mask, m).ok());
     ASSERT_TRUE(ReferenceCompute(*a.out).ok());
     const std::vector<float> want = testing::Read(*a.out);
     for (SimdLevel level : SupportedSimdLevels()) {
-      CpuDevice device({.name = "cpu",
-                        .n_threads = 2,
-                        .memory_limit = 0,
-                        .max_simd = level});
-      ASSERT_TRUE(a.Poison().ok());
-      std::unique_ptr<Stream> stream = device.CreateStream().value();
-      ASSERT_TRUE(stream->Compute(a.graph).ok());
-      const std::vector<float> got = testing::Read(*a.out);
-      double err = 0, ref = 0;
+      absl::StatusOr<std::vector<float>> got = a.ComputeAt(level, 2);
+      ASSERT_TRUE(got.ok()) << got.status();
       for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_TRUE(std::isfinite(got[i]))
+        ASSERT_TRUE(std::isfinite((*got)[i]))
             << SimdLevelName(level) << " " << TypeName(mask_type) << " " << i;
-        err += (got[i] - want[i]) * (got[i] - want[i]);
-        ref += want[i] * want[i];
       }
-      EXPECT_LT(err / ref, 1e-6)
+      EXPECT_LT(testing::Nmse(*got, want), 1e-6)
           << SimdLevelName(level) << " " << TypeName(mask_type);
     }
   }
@@ -229,17 +229,13 @@ TEST(CpuFlashAttnTest, PositionsTheMaskExcludesAreNeverRead) {
   Attention a(kD, 1, kKv, kHeads, 1, Type::kF16, Type::kF16, 0.125f, 0.0f,
               0.0f);
   ASSERT_TRUE(testing::Write(*a.q, Pattern(a.q->NumElements(), 1).data()).ok());
-  std::vector<uint16_t> mask(kKv, Fp32ToFp16(0.0f));
+  std::vector<float> mask(kKv, 0.0f);
   for (int64_t j = kUsed; j < kKv; ++j) {
-    mask[j] = Fp32ToFp16(-std::numeric_limits<float>::infinity());
+    mask[j] = -std::numeric_limits<float>::infinity();
   }
-  ASSERT_TRUE(testing::Write(*a.mask, mask.data()).ok());
-  for (Tensor* t : {a.k, a.v}) {
-    std::vector<uint16_t> rows(kKv * kD);
-    const std::vector<float> x = Pattern(rows.size(), t == a.k ? 2 : 3);
-    for (size_t e = 0; e < rows.size(); ++e) rows[e] = Fp32ToFp16(x[e]);
-    ASSERT_TRUE(testing::Write(*t, rows.data()).ok());
-  }
+  ASSERT_TRUE(Attention::Set(*a.mask, mask).ok());
+  ASSERT_TRUE(Attention::Set(*a.k, Pattern(kKv * kD, 2)).ok());
+  ASSERT_TRUE(Attention::Set(*a.v, Pattern(kKv * kD, 3)).ok());
   ASSERT_TRUE(ReferenceCompute(*a.out).ok());
   const std::vector<float> want = testing::Read(*a.out);
 
@@ -300,12 +296,9 @@ TEST(CpuFlashAttnTest, AnExcludedValueRowCountsOnlyForTheQueriesThatSeeIt) {
     ASSERT_FALSE(std::isfinite(want[kD + t]));
   }
   for (SimdLevel level : SupportedSimdLevels()) {
-    CpuDevice device(
-        {.name = "cpu", .n_threads = 1, .memory_limit = 0, .max_simd = level});
-    ASSERT_TRUE(a.Poison().ok());
-    std::unique_ptr<Stream> stream = device.CreateStream().value();
-    ASSERT_TRUE(stream->Compute(a.graph).ok());
-    const std::vector<float> got = testing::Read(*a.out);
+    absl::StatusOr<std::vector<float>> computed = a.ComputeAt(level, 1);
+    ASSERT_TRUE(computed.ok()) << computed.status();
+    const std::vector<float>& got = *computed;
     for (int64_t t = 0; t < kD; ++t) {
       EXPECT_NEAR(got[t], want[t], 1e-5f) << SimdLevelName(level) << " " << t;
       EXPECT_FALSE(std::isfinite(got[kD + t])) << SimdLevelName(level);
@@ -385,23 +378,17 @@ TEST(CpuFlashAttnTest, EveryKvTypeRunsOnTheKernelAndMatchesReference) {
         Attention a(d, kQ, kKv, kHeads, kKvHeads, kt, vt, 0.125f, 0.0f, 0.0f);
         uint32_t seed = 1;
         for (Tensor* t : {a.q, a.k, a.v, a.mask}) {
-          std::vector<char> bytes(t->NumBytes());
-          RowFromFloat(t->type, Pattern(t->NumElements(), seed++).data(),
-                       bytes.data(), t->NumElements());
-          ASSERT_TRUE(testing::Write(*t, bytes.data()).ok()) << what;
+          ASSERT_TRUE(
+              Attention::Set(*t, Pattern(t->NumElements(), seed++)).ok())
+              << what;
         }
         EXPECT_GT(FlashAttnWorkSize(*a.out, 2), 0u) << what;
         ASSERT_TRUE(ReferenceCompute(*a.out).ok()) << what;
         const std::vector<float> want = testing::Read(*a.out);
         for (SimdLevel level : SupportedSimdLevels()) {
-          CpuDevice device({.name = "cpu",
-                            .n_threads = 2,
-                            .memory_limit = 0,
-                            .max_simd = level});
-          ASSERT_TRUE(a.Poison().ok());
-          std::unique_ptr<Stream> stream = device.CreateStream().value();
-          ASSERT_TRUE(stream->Compute(a.graph).ok()) << what;
-          EXPECT_LT(testing::Nmse(testing::Read(*a.out), want), 1e-10)
+          absl::StatusOr<std::vector<float>> got = a.ComputeAt(level, 2);
+          ASSERT_TRUE(got.ok()) << what << " " << got.status();
+          EXPECT_LT(testing::Nmse(*got, want), 1e-10)
               << what << " " << SimdLevelName(level);
         }
       }
