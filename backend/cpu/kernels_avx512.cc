@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -300,34 +301,178 @@ __m256 FloatPairs(const float* p) {
   return _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castps_pd(FloatPair(p))));
 }
 
-// Q4_0, Q4_1, Q5_0 and Q5_1 (T: Q4, Q4Min, Q5, Q5Min) against one
-// activation column (a decode step's matrix-vector product), up to four
+// One block's contribution to a product with one activation column, in
+// 256 bits: the last blocks of a row that fill no step of the column
+// kernels below.
+template <typename T>
+float BlockDot(const typename T::Block& w, const int8_t* q, float da,
+               float sa) {
+  const __m256i dot = _mm256_dpbusd_epi32(
+      _mm256_setzero_si256(), T::Load1(w),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+  const float levels = HorizontalSum(_mm256_cvtepi32_ps(dot));
+  const float dw = _cvtsh_ss(w.d);
+  if constexpr (T::kHasMin) return dw * da * levels + _cvtsh_ss(w.m) * sa;
+  return dw * (da * levels - T::kOffset * sa);
+}
+
+// Q4_0 and Q4_1 (T: Q4, Q4Min) against one activation column (a decode
+// step's matrix-vector product), up to four rows at a time, four blocks per
+// step, in fewer instructions per block than QuantKernel's tiles:
+//  - The first 64 bytes of a row's four blocks hold their scales (and
+//    minimums) and the first three blocks' nibbles; 16 more bytes the
+//    fourth's. One word permute of the two loads puts the four blocks'
+//    nibble bytes in a register, and two dpbusd (the low nibbles against
+//    the blocks' first 16 activation values, the high against the last 16)
+//    leave each block's dot product in four 32-bit lanes of its own.
+//  - The four rows' scales go into one vector per step from the rows'
+//    first loads (dw of row r, block b + j in float 4r + j; the minimums
+//    mw in a second), are multiplied by the activation's scales there, and
+//    are spread over a row's lanes with one permute.
+//  - The activation block's scaled sum times dw (the levels are w +
+//    kOffset) or times mw is accumulated for all rows at once, and taken
+//    off or added at the end.
+// bench/ops MUL_MAT q4_0 n=1 (m=4096, k=14336; 33 MB, about the size of
+// the L3 cache) on a 2-vCPU Zen 4 VM ran 1.5x as fast as two blocks per step,
+// which spent 36 bytes of weights per five 512-bit instructions there
+// (about one a cycle).
+template <typename T, int R>
+void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
+  static_assert(R >= 1 && R <= 4, "four floats per row in 512 bits");
+  using Block = typename T::Block;
+  constexpr int kBlockBytes = sizeof(Block);
+  constexpr int kQs = offsetof(Block, qs);
+  static_assert(kQs % 2 == 0 && kBlockBytes % 2 == 0,
+                "nibbles and scales on word boundaries");
+  // Words 0..63 of the permute's sources: the first 64 bytes of the four
+  // blocks, then the 16 nibble bytes of the fourth at kLastQs.
+  constexpr int kLastQs = 3 * kBlockBytes + kQs;
+  static_assert(kLastQs + 16 == 4 * kBlockBytes && kLastQs <= 64 &&
+                (2 * kBlockBytes + kQs) / 2 + 7 < 32 &&
+                3 * kBlockBytes / 2 + 1 < 32);
+  struct Indices {
+    alignas(64) int16_t nibbles[32];  // block j's 8 words in words 8j..8j+7
+    // Row r's (and r + 1's) scale words for blocks 0..3 in words 4r..4r+3,
+    // minimums in 16 + 4r.., rows 0 and 1 from sources (row 0, row 1),
+    // rows 2 and 3 from (row 2, row 3).
+    alignas(64) int16_t scales[2][32];
+    alignas(64) int32_t spread[4][16];  // row r: float 4r + j in lanes 4j..
+  };
+  static constexpr Indices kIndices = [] {
+    Indices x{};
+    for (int i = 0; i < 32; ++i) {
+      const int j = i / 8;
+      x.nibbles[i] = j < 3 ? (j * kBlockBytes + kQs) / 2 + i % 8 : 32 + i % 8;
+    }
+    for (int pair = 0; pair < 2; ++pair) {
+      for (int r = 2 * pair; r < 2 * pair + 2; ++r) {
+        for (int j = 0; j < 4; ++j) {
+          const int word = (r % 2) * 32 + j * kBlockBytes / 2;
+          x.scales[pair][4 * r + j] = word;
+          x.scales[pair][16 + 4 * r + j] = word + 1;
+        }
+      }
+    }
+    for (int r = 0; r < 4; ++r) {
+      for (int i = 0; i < 16; ++i) x.spread[r][i] = 4 * r + i / 4;
+    }
+    return x;
+  }();
+  const int64_t nb = a.k / 32;
+  const char* w[4];
+  for (int r = 0; r < 4; ++r) {
+    w[r] = a.w + (r0 + std::min(r, R - 1)) * a.w_row_bytes;
+  }
+  const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
+  const float* da = reinterpret_cast<const float*>(a.act + a.k);
+  const float* sa = da + nb;
+  const __m512i nibble_words = _mm512_load_si512(kIndices.nibbles);
+  const __m512i scales01 = _mm512_load_si512(kIndices.scales[0]);
+  const __m512i scales23 = _mm512_load_si512(kIndices.scales[1]);
+  __m512i spread[R];
+  for (int r = 0; r < R; ++r) spread[r] = _mm512_load_si512(kIndices.spread[r]);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const TilePrefetch<R> prefetch(nb * kBlockBytes, a.w_row_bytes);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  __m512 offset = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const int64_t at = b * kBlockBytes;
+    __m512i head[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) head[r] = _mm512_loadu_si512(w[r] + at);
+    // Rows 0 and 1 in words 0..7 (16..23), rows 2 and 3 in 8..15 (24..31).
+    const __m512i words = _mm512_mask_blend_epi16(
+        0xFF00FF00, _mm512_permutex2var_epi16(head[0], scales01, head[1]),
+        _mm512_permutex2var_epi16(head[2], scales23, head[3]));
+    const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(words));
+    const __m512 act_s = _mm512_broadcast_f32x4(_mm_loadu_ps(sa + b));
+    if constexpr (T::kHasMin) {
+      const __m512 mw = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(words, 1));
+      offset = _mm512_fmadd_ps(mw, act_s, offset);
+    } else {
+      offset = _mm512_fmadd_ps(dw, act_s, offset);
+    }
+    const __m512 scales =
+        _mm512_mul_ps(dw, _mm512_broadcast_f32x4(_mm_loadu_ps(da + b)));
+    // The activation's 128 values as the blocks' first 16 values (q_lo)
+    // and their last 16 (q_hi).
+    const __m512i q0 = _mm512_loadu_si512(q + 32 * b);
+    const __m512i q1 = _mm512_loadu_si512(q + 32 * b + 64);
+    const __m512i q_lo = _mm512_shuffle_i64x2(q0, q1, 0x88);
+    const __m512i q_hi = _mm512_shuffle_i64x2(q0, q1, 0xDD);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      prefetch(w[r] + at, at);
+      prefetch(w[r] + at + 64, at + 64);
+      const __m512i v = _mm512_permutex2var_epi16(
+          head[r], nibble_words,
+          _mm512_castsi128_si512(_mm_loadu_si128(
+              reinterpret_cast<const __m128i*>(w[r] + at + kLastQs))));
+      const __m512i lo = _mm512_and_si512(v, low);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      const __m512i dot = _mm512_dpbusd_epi32(
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, q_lo), hi, q_hi);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                               _mm512_permutexvar_ps(spread[r], scales), acc[r]);
+    }
+  }
+  alignas(64) float offsets[16];
+  _mm512_store_ps(offsets, offset);
+  for (int r = 0; r < R; ++r) {
+    const float* o = offsets + 4 * r;
+    const float rows_offset = (o[0] + o[1]) + (o[2] + o[3]);
+    float sum = _mm512_reduce_add_ps(acc[r]) +
+                (T::kHasMin ? rows_offset : -T::kOffset * rows_offset);
+    const Block* row = reinterpret_cast<const Block*>(w[r]);
+    for (int64_t i = b; i < nb; ++i) {
+      sum += BlockDot<T>(row[i], q + 32 * i, da[i], sa[i]);
+    }
+    a.dst[r0 + r] = sum;
+  }
+}
+
+// Q5_0 and Q5_1 (T: Q5, Q5Min) against one activation column, up to four
 // rows at a time, two blocks per step, in fewer instructions per block than
 // QuantKernel's tiles (which spend about 11 per row and block pair on the
 // 512-bit ports, enough to hold the product below a plain read of its
 // weights):
-//  - 4-bit nibbles unshifted: the mask [0x0F, 0xF0, 0x0F, 0xF0] over the
-//    128-bit lanes [qs0, qs0, qs1, qs1] leaves each block's high nibbles
-//    times 16, and their lanes' scales carry the 1/16. The 5-bit levels
-//    come whole from T::Load2.
-//  - The rows' scales are gathered into one vector once per step (dw of
-//    row r, block b + j in float 2r + j; the minimums mw likewise in
-//    floats 8..15), multiplied by the activation's scales there, and spread
-//    over a row's lanes with one permute.
+//  - The rows' scales are gathered into one vector per step (dw of row r,
+//    block b + j in float 2r + j; the minimums mw likewise in floats
+//    8..15), multiplied by the activation's scales there, and spread over a
+//    row's lanes with one permute.
 //  - The activation block's scaled sum times kOffset dw (the levels are w +
 //    kOffset) or times mw is accumulated for all rows at once, and taken
 //    off or added at the end.
 // bench/ops MUL_MAT n=1 (m=4096, k=14336) took, with QuantKernel's tiles
 // and with this, on a 2-core Sapphire Rapids-class VM (both prefetching 16
-// KiB ahead of each row): q4_0 732-790 and 621-652 us, q4_1 1,165-1,210 and
-// 785-821 us, q5_0 933-935 and 872-877 us, q5_1 1,208-1,229 and 809-896
-// us.
+// KiB ahead of each row): q5_0 933-935 and 872-877 us, q5_1 1,208-1,229 and
+// 809-896 us.
 template <typename T, int R>
 void BlockPairColumn(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R >= 1 && R <= 4, "two floats per row in 256 bits");
   using Block = typename T::Block;
-  constexpr bool kNibbles =
-      std::is_same_v<Block, BlockQ4_0> || std::is_same_v<Block, BlockQ4_1>;
   const int64_t nb = a.k / 32;
   const Block* w[4];
   for (int r = 0; r < 4; ++r) {
@@ -346,18 +491,14 @@ void BlockPairColumn(const QuantMatMulArgs& a, int64_t r0) {
       0, kNext,     16, 16 + kNext, 32, 32 + kNext, 48, 48 + kNext,
       1, 1 + kNext, 17, 17 + kNext, 33, 33 + kNext, 49, 49 + kNext};
   const __m512i scale_words = _mm512_load_si512(kScaleWords);
-  // Row r's lanes: block b's values 0..15, 16..31 (high nibbles, scaled
-  // by 1/16), then block b + 1's.
+  // Row r's lanes: block b's values 0..31, then block b + 1's.
   __m512i spread[R];
   for (int r = 0; r < R; ++r) {
-    spread[r] = _mm512_set_epi32(9 + 2 * r, 9 + 2 * r, 9 + 2 * r, 9 + 2 * r,
+    spread[r] = _mm512_set_epi32(1 + 2 * r, 1 + 2 * r, 1 + 2 * r, 1 + 2 * r,
                                  1 + 2 * r, 1 + 2 * r, 1 + 2 * r, 1 + 2 * r,
-                                 8 + 2 * r, 8 + 2 * r, 8 + 2 * r, 8 + 2 * r,
-                                 2 * r, 2 * r, 2 * r, 2 * r);
+                                 2 * r, 2 * r, 2 * r, 2 * r, 2 * r, 2 * r,
+                                 2 * r, 2 * r);
   }
-  const __m512i nibbles = _mm512_mask_blend_epi64(
-      0xCC, _mm512_set1_epi8(0x0F), _mm512_set1_epi8(static_cast<char>(0xF0)));
-  const __m256 sixteenth = _mm256_set1_ps(1.0f / 16.0f);
   constexpr int64_t kBlockBytes = sizeof(Block);
   const TilePrefetch<R> prefetch(nb * kBlockBytes, a.w_row_bytes);
   __m512 acc[R];
@@ -375,7 +516,6 @@ void BlockPairColumn(const QuantMatMulArgs& a, int64_t r0) {
         _mm512_permutex2var_epi16(row_pair(0, b), scale_words,
                                   row_pair(2, b))));
     const __m256 dw = _mm512_castps512_ps256(gathered);
-    const __m256 act_d = FloatPairs(da + b);
     const __m256 act_s = FloatPairs(sa + b);
     if constexpr (T::kHasMin) {
       const __m256 mw = _mm256_castpd_ps(
@@ -384,27 +524,13 @@ void BlockPairColumn(const QuantMatMulArgs& a, int64_t r0) {
     } else {
       offset = _mm256_fmadd_ps(dw, act_s, offset);
     }
-    const __m256 d = _mm256_mul_ps(dw, act_d);
-    const __m512 scales = _mm512_castpd_ps(_mm512_insertf64x4(
-        _mm512_castpd256_pd512(_mm256_castps_pd(d)),
-        _mm256_castps_pd(kNibbles ? _mm256_mul_ps(d, sixteenth) : d), 1));
+    const __m256 d = _mm256_mul_ps(dw, FloatPairs(da + b));
+    const __m512 scales = _mm512_castps256_ps512(d);
     const __m512i qv = _mm512_loadu_si512(q + 32 * b);
     for (int r = 0; r < R; ++r) {
       prefetch(w[r] + b, b * kBlockBytes);
-      __m512i v;
-      if constexpr (kNibbles) {
-        v = _mm512_broadcast_i32x4(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[r][b].qs)));
-        v = _mm512_and_si512(
-            _mm512_mask_broadcast_i32x4(
-                v, 0xFF00,
-                _mm_loadu_si128(
-                    reinterpret_cast<const __m128i*>(w[r][b + 1].qs))),
-            nibbles);
-      } else {
-        v = T::Load2(w[r] + b);
-      }
-      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, qv);
+      const __m512i dot =
+          _mm512_dpbusd_epi32(_mm512_setzero_si512(), T::Load2(w[r] + b), qv);
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
                                _mm512_permutexvar_ps(spread[r], scales), acc[r]);
     }
@@ -415,18 +541,7 @@ void BlockPairColumn(const QuantMatMulArgs& a, int64_t r0) {
     const float pair = offsets[2 * r] + offsets[2 * r + 1];
     float sum = _mm512_reduce_add_ps(acc[r]) +
                 (T::kHasMin ? pair : -T::kOffset * pair);
-    if (b < nb) {
-      const __m256i dot = _mm256_dpbusd_epi32(
-          _mm256_setzero_si256(), T::Load1(w[r][b]),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b)));
-      const float levels = HorizontalSum(_mm256_cvtepi32_ps(dot));
-      const float dw = _cvtsh_ss(w[r][b].d);
-      if constexpr (T::kHasMin) {
-        sum += dw * da[b] * levels + _cvtsh_ss(w[r][b].m) * sa[b];
-      } else {
-        sum += dw * (da[b] * levels - T::kOffset * sa[b]);
-      }
-    }
+    if (b < nb) sum += BlockDot<T>(w[r][b], q + 32 * b, da[b], sa[b]);
     a.dst[r0 + r] = sum;
   }
 }
@@ -965,10 +1080,10 @@ const CpuKernels kKernels = {
     .quantize_act = QuantizeAct,
     .quantize_act_k = QuantizeActK,
     .mul_mat_q8_0 = MulMatQ8,
-    .mul_mat_q4_0 = MulMatColumns<BlockPairColumn<Q4, kVecRows>,
-                                  BlockPairColumn<Q4, 1>, MulMatQ4>,
-    .mul_mat_q4_1 = MulMatColumns<BlockPairColumn<Q4Min, kVecRows>,
-                                  BlockPairColumn<Q4Min, 1>, MulMatQ4Min>,
+    .mul_mat_q4_0 = MulMatColumns<BlockQuadColumn<Q4, kVecRows>,
+                                  BlockQuadColumn<Q4, 1>, MulMatQ4>,
+    .mul_mat_q4_1 = MulMatColumns<BlockQuadColumn<Q4Min, kVecRows>,
+                                  BlockQuadColumn<Q4Min, 1>, MulMatQ4Min>,
     .mul_mat_q5_0 = MulMatColumns<BlockPairColumn<Q5, kVecRows>,
                                   BlockPairColumn<Q5, 1>, MulMatQ5>,
     .mul_mat_q5_1 = MulMatColumns<BlockPairColumn<Q5Min, kVecRows>,

@@ -655,6 +655,7 @@ void AddMulMatCases(CaseList& cases) {
       // row's last step ending at the weights' end.
       {224, 11, 1, {1, 1}, {1, 1}, kC, kC, false},
       {128, 5, 1, {1, 1}, {1, 1}, kC, kC, false},
+      {288, 6, 1, {1, 1}, {1, 1}, kC, kC, false},
       {64, 7, 5, {2, 3}, {2, 3}, kC, kC, false},
       {64, 7, 5, {2, 3}, {4, 6}, kC, kC, false},
       {64, 3, 4, {1, 1}, {3, 2}, kC, kC, false},
