@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -937,6 +937,42 @@ void SymmetricKColumn(const QuantMatMulArgs& a, int64_t r0) {
   for (int r = 0; r < R; ++r) a.dst[r0 + r] = _mm512_reduce_add_ps(acc[r]);
 }
 
+// RopeGeneric 16 values at a time: NeoX pairs from the row's two halves;
+// normal pairs (2i, 2i + 1) with each pair's cos and sin spread over its
+// two lanes and the pair swapped in-lane, so that one fmaddsub gives x0 c -
+// x1 s in the even lanes and x1 c + x0 s in the odd.
+void Rope(const float* x, float* dst, int64_t n, int64_t pairs, bool neox,
+          const float* cos, const float* sin) {
+  int64_t i = 0;
+  if (neox) {
+    for (; i + 16 <= pairs; i += 16) {
+      const __m512 x0 = _mm512_loadu_ps(x + i);
+      const __m512 x1 = _mm512_loadu_ps(x + i + pairs);
+      const __m512 c = _mm512_loadu_ps(cos + i);
+      const __m512 s = _mm512_loadu_ps(sin + i);
+      _mm512_storeu_ps(dst + i, _mm512_fmsub_ps(x0, c, _mm512_mul_ps(x1, s)));
+      _mm512_storeu_ps(dst + i + pairs,
+                       _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
+    }
+  } else {
+    const __m512i spread = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4,  //
+                                            3, 3, 2, 2, 1, 1, 0, 0);
+    auto spread_pairs = [&](const float* p) {
+      return _mm512_permutexvar_ps(
+          spread, _mm512_castps256_ps512(_mm256_loadu_ps(p)));
+    };
+    for (; i + 8 <= pairs; i += 8) {
+      const __m512 v = _mm512_loadu_ps(x + 2 * i);
+      const __m512 swapped = _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
+      _mm512_storeu_ps(
+          dst + 2 * i,
+          _mm512_fmaddsub_ps(v, spread_pairs(cos + i),
+                             _mm512_mul_ps(swapped, spread_pairs(sin + i))));
+    }
+  }
+  RopeFrom(i, x, dst, n, pairs, neox, cos, sin);
+}
+
 // Products of one column by kColumn4 (tiles of kVecRows rows) and kColumn1
 // (the last rows), of several by kernels_kquant_x86.inc's tiles (kTiles).
 template <void (*kColumn4)(const QuantMatMulArgs&, int64_t),
@@ -1114,7 +1150,7 @@ const CpuKernels kKernels = {
     .act = ActGeneric,
     .norm = NormGeneric,
     .soft_max = SoftMaxGeneric,
-    .rope = RopeGeneric,
+    .rope = Rope,
 };
 
 }  // namespace tessera::cpu_avx512

@@ -792,12 +792,16 @@ void AddRopeCases(CaseList& cases) {
   base.attn_factor = 0.5f;
   RopeParams small = full;
   small.n_dims = 6;
+  // Vector steps (8 normal pairs, 16 NeoX) and pairs after them.
+  RopeParams steps = full;
+  steps.n_dims = 44;
   const Variant variants[] = {
       {"n_dims 64", {64, 4, 5, 1}, kC, full},
       {"n_dims 32", {64, 4, 5, 1}, kC, partial},
       {"yarn freq_scale 0.25 ext 1", {64, 4, 5, 1}, kC, yarn},
       {"base 1e6 attn 0.5", {64, 3, 2, 1}, kC, base},
       {"n_dims 6", {10, 3, 7, 1}, kC, small},
+      {"n_dims 44", {48, 3, 4, 1}, kC, steps},
       {"n_dims 64", {64, 4, 5, 1}, kS, full},
       {"n_dims 64 ne3 3", {64, 4, 5, 3}, kC, full},
   };
