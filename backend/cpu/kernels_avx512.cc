@@ -332,10 +332,12 @@ float BlockDot(const typename T::Block& w, const int8_t* q, float da,
 //  - The activation block's scaled sum times dw (the levels are w +
 //    kOffset) or times mw is accumulated for all rows at once, and taken
 //    off or added at the end.
-// bench/ops MUL_MAT q4_0 n=1 (m=4096, k=14336; 33 MB, about the size of
-// the L3 cache) on a 2-vCPU Zen 4 VM ran 1.5x as fast as two blocks per step,
-// which spent 36 bytes of weights per five 512-bit instructions there
-// (about one a cycle).
+// Nine 512-bit instructions per row and step, where two blocks per step
+// spent six per row for every two blocks, and half the shared ones. A Zen 4
+// VM runs almost every 512-bit instruction at one a cycle: bench/ops
+// MUL_MAT n=1 (m=4096, k=14336; 33 MB of Q4_0, about its L3's size) ran
+// q4_0 at 201-214 GFLOPS against 128-147 with two blocks per step, q4_1 at
+// 182-193 against 116-124.
 template <typename T, int R>
 void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R >= 1 && R <= 4, "four floats per row in 512 bits");
