@@ -426,8 +426,7 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
     const __m512i q_hi = _mm512_shuffle_i64x2(q0, q1, 0xDD);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      prefetch(w[r] + at, at);
-      prefetch(w[r] + at + 64, at + 64);
+      prefetch.template Lines<4 * kBlockBytes>(w[r] + at, at);
       const __m512i v = _mm512_permutex2var_epi16(
           head[r], nibble_words,
           _mm512_castsi128_si512(_mm_loadu_si128(
@@ -736,10 +735,7 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
     __m512i header = _mm512_setzero_si512();
     for (int r = 0; r < R; ++r) {
       const Block& b = w[r][i];
-      for (int64_t o = 0; o < int64_t{sizeof(b)}; o += 64) {
-        prefetch(reinterpret_cast<const char*>(&b) + o,
-                 i * int64_t{sizeof(b)} + o);
-      }
+      prefetch.template Lines<sizeof(b)>(&b, i * int64_t{sizeof(b)});
       header = _mm512_inserti32x4(
           header, _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b)), r);
     }
@@ -912,10 +908,7 @@ void SymmetricKColumn(const QuantMatMulArgs& a, int64_t r0) {
         reinterpret_cast<const __m256i*>(in.group_sums + (kQK_K / 16) * i));
     for (int r = 0; r < R; ++r) {
       const Block& b = in.w[r][i];
-      for (int64_t o = 0; o < int64_t{sizeof(b)}; o += 64) {
-        prefetch(reinterpret_cast<const char*>(&b) + o,
-                 i * int64_t{sizeof(b)} + o);
-      }
+      prefetch.template Lines<sizeof(b)>(&b, i * int64_t{sizeof(b)});
       const __m256i scale16 = T::Scales(b);
       const __m512i scales = _mm512_broadcast_i64x4(scale16);
       __m512i level[4];
