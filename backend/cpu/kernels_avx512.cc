@@ -1063,6 +1063,50 @@ void Q2KColumn(const QuantMatMulArgs& a, int64_t r0) {
   }
 }
 
+// ExpNonPositive of 16 values: 2^f (f = x / ln 2 less its nearest integer
+// fi) by the same polynomial, times 2^fi by vscalefps (e^-87 is still a
+// normal float, so that equals the scalar kernel's exponent arithmetic);
+// 0 where x < -87 or x is -inf, NaN kept.
+__m512 ExpNonPositive16(__m512 x) {
+  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 fi =
+      _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, fi);
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.5403530e-4f), f,
+                             _mm512_set1_ps(1.3333558e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  // Not less than -87, or unordered (NaN).
+  const __mmask16 keep =
+      _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ);
+  return _mm512_maskz_scalef_ps(keep, p, fi);
+}
+
+// ExpShiftedSum 16 values at a time (the sum in 16 partial sums, as
+// SumShifted's, added as a tree). bench/ops SOFT_MAX f32 [4096,512]: 17
+// cycles per 16 values on one thread of a Zen 4 VM, against 24 with
+// ExpShiftedSum.
+float ExpShiftedSum16(float* x, int64_t n, float max) {
+  const __m512 shift = _mm512_set1_ps(max);
+  __m512 part = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e =
+        ExpNonPositive16(_mm512_sub_ps(_mm512_loadu_ps(x + i), shift));
+    _mm512_storeu_ps(x + i, e);
+    part = _mm512_add_ps(part, e);
+  }
+  float sum = _mm512_reduce_add_ps(part);
+  for (; i < n; ++i) {
+    x[i] = ExpNonPositive(x[i] - max);
+    sum += x[i];
+  }
+  return sum;
+}
+
 // RopeGeneric 16 values at a time: NeoX pairs from the row's two halves;
 // normal pairs (2i, 2i + 1) with each pair's cos and sin spread over its
 // two lanes and the pair swapped in-lane, so that one fmaddsub gives x0 c -
@@ -1275,7 +1319,7 @@ const CpuKernels kKernels = {
     .binary = BinaryGeneric,
     .act = ActGeneric,
     .norm = NormGeneric,
-    .soft_max = SoftMaxGeneric,
+    .soft_max = SoftMaxWith<ExpShiftedSum16>,
     .rope = Rope,
 };
 

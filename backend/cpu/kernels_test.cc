@@ -1,5 +1,6 @@
 #include "backend/cpu/kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -85,6 +86,50 @@ TEST(KernelsTest, QuantizeActKIsTheSameAtEveryLevel) {
   for (int i = 0; i < 256; ++i) x[1280 + i] = i == 99 ? -3.4e38f : 1.0f;
   ExpectSameAtEveryLevel(&CpuKernels::quantize_act_k, x, KActRowBytes(k),
                          k + 4 * kBlocks + 2 * (k / 16));
+}
+
+// soft_max at every level: keys masked with -inf and keys more than 87
+// below the largest get exactly 0 (in the vector steps and after them), the
+// rest agree with a softmax in double; a NaN makes the row NaN.
+TEST(KernelsTest, SoftMaxExcludesMaskedAndFarKeysAtEveryLevel) {
+  constexpr int64_t n = 50;  // three steps of 16 and two after them
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x(n), mask(n, 0.0f);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (float& v : x) v = normal(rng);
+  for (int64_t i : {2, 17, 31, 48}) mask[i] = -inf;
+  for (int64_t i : {5, 20, 49}) x[i] = -400.0f;  // e^-200 after the scale
+  const float scale = 0.5f;
+  std::vector<double> want(n);
+  double max = -inf;
+  for (int64_t i = 0; i < n; ++i) {
+    want[i] = static_cast<double>(x[i]) * scale + mask[i];
+    max = std::max(max, want[i]);
+  }
+  double sum = 0.0;
+  for (double& w : want) sum += w = std::exp(w - max);
+  for (double& w : want) w /= sum;
+  for (SimdLevel level : SupportedSimdLevels()) {
+    std::vector<float> got(n);
+    KernelsFor(level).soft_max(x.data(), mask.data(), got.data(), n, scale,
+                               1.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      if (mask[i] == -inf || x[i] == -400.0f) {
+        EXPECT_EQ(got[i], 0.0f) << SimdLevelName(level) << " " << i;
+      } else {
+        EXPECT_NEAR(got[i], want[i], 1e-6 * want[i] + 1e-12)
+            << SimdLevelName(level) << " " << i;
+      }
+    }
+    std::vector<float> with_nan = x;
+    with_nan[40] = std::numeric_limits<float>::quiet_NaN();
+    KernelsFor(level).soft_max(with_nan.data(), nullptr, got.data(), n, scale,
+                               1.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_TRUE(std::isnan(got[i])) << SimdLevelName(level) << " " << i;
+    }
+  }
 }
 
 }  // namespace
