@@ -637,6 +637,16 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
                        Tensor * a, ctx.NewTensor(Type::kF32, {4096, 512}));
                    return SoftMax(ctx, a, nullptr, 1.0f, 0.0f);
                  }));
+  // SwiGLU of a 512-token micro-batch of an FFN 8192 wide.
+  TESSERA_RETURN_IF_ERROR(
+      MemoryCase(device, *stream, lim, only, "GLU swiglu f32 [8192,512]",
+                 [](Context& ctx) -> absl::StatusOr<Tensor*> {
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * a, ctx.NewTensor(Type::kF32, {8192, 512}));
+                   TESSERA_ASSIGN_OR_RETURN(
+                       Tensor * b, ctx.NewTensor(Type::kF32, {8192, 512}));
+                   return Glu(ctx, a, b, GluOp::kSwiGlu);
+                 }));
   TESSERA_RETURN_IF_ERROR(
       MemoryCase(device, *stream, lim, only, "ROPE f32 [128,32,512]",
                  [](Context& ctx) -> absl::StatusOr<Tensor*> {
