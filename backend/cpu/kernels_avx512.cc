@@ -653,6 +653,18 @@ __m512i MergeHighBits(__m512i low, __m512i bits, __m512i shift,
       low, _mm512_slli_epi16(_mm512_srlv_epi16(bits, shift), 4), mask, 0xF8);
 }
 
+// dst[r] = the sum of acc[r] plus the four floats of lane r of `lanes`
+// (row r's term kept for all rows at once), for r < R.
+template <int R>
+void StoreRowSums(const __m512 (&acc)[R], __m512 lanes, float* dst) {
+  alignas(64) float lane[16];
+  _mm512_store_ps(lane, lanes);
+  for (int r = 0; r < R; ++r) {
+    const float* l = lane + 4 * r;
+    dst[r] = _mm512_reduce_add_ps(acc[r]) + ((l[0] + l[1]) + (l[2] + l[3]));
+  }
+}
+
 // The sub-blocks of the two 256-bit halves of KAffineColumn's level
 // vector j.
 constexpr int kHalfSubBlocks[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
@@ -787,13 +799,7 @@ void KAffineColumn(const QuantMatMulArgs& a, int64_t r0) {
           _mm512_permutexvar_ps(_mm512_set1_epi32(4 * r), d), acc[r]);
     }
   }
-  alignas(64) float min_sums[16];
-  _mm512_store_ps(min_sums, min_acc);
-  for (int r = 0; r < R; ++r) {
-    a.dst[r0 + r] = _mm512_reduce_add_ps(acc[r]) +
-                    ((min_sums[4 * r] + min_sums[4 * r + 1]) +
-                     (min_sums[4 * r + 2] + min_sums[4 * r + 3]));
-  }
+  StoreRowSums(acc, min_acc, a.dst + r0);
 }
 
 // Word w of the pair sums of values 64v .. 64v + 63 is in group
@@ -1054,13 +1060,7 @@ void Q2KColumn(const QuantMatMulArgs& a, int64_t r0) {
           _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), d), acc[r]);
     }
   }
-  alignas(64) float min_sums[16];
-  _mm512_store_ps(min_sums, min_acc);
-  for (int r = 0; r < R; ++r) {
-    a.dst[r0 + r] = _mm512_reduce_add_ps(acc[r]) +
-                    ((min_sums[4 * r] + min_sums[4 * r + 1]) +
-                     (min_sums[4 * r + 2] + min_sums[4 * r + 3]));
-  }
+  StoreRowSums(acc, min_acc, a.dst + r0);
 }
 
 // ExpNonPositive of 16 values: 2^f (f = x / ln 2 less its nearest integer
