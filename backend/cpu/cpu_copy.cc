@@ -91,16 +91,14 @@ bool TryCopy(Tensor& node, const CpuComputeContext& ctx) {
       !src->HasContiguousRows()) {
     return false;
   }
-  const WorkRange rows = WorkPart(node.NumRows(), ctx.ith, ctx.nth);
-  for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t i1 = r % node.ne[1];
-    const int64_t i2 = (r / node.ne[1]) % node.ne[2];
-    const int64_t i3 = r / (node.ne[1] * node.ne[2]);
-    move(*ctx.kernels,
-         from + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3],
-         to + i1 * node.nb[1] + i2 * node.nb[2] + i3 * node.nb[3], node.ne[0],
-         node.type);
-  }
+  ForEachRowIn(WorkPart(node.NumRows(), ctx.ith, ctx.nth), node.ne[1],
+               node.ne[2], [&](int64_t i1, int64_t i2, int64_t i3) {
+                 move(
+                     *ctx.kernels,
+                     from + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3],
+                     to + i1 * node.nb[1] + i2 * node.nb[2] + i3 * node.nb[3],
+                     node.ne[0], node.type);
+               });
   return true;
 }
 

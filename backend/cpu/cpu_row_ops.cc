@@ -36,13 +36,8 @@ float* Row(const Tensor& t, int64_t i1, int64_t i2, int64_t i3) {
 // Calls fn(i1, i2, i3) for each row of this thread's part of `node`'s rows.
 template <typename Fn>
 void ForEachRow(const Tensor& node, const CpuComputeContext& ctx, Fn fn) {
-  const WorkRange rows = WorkPart(node.NumRows(), ctx.ith, ctx.nth);
-  for (int64_t r = rows.begin; r < rows.end; ++r) {
-    const int64_t i1 = r % node.ne[1];
-    const int64_t i2 = (r / node.ne[1]) % node.ne[2];
-    const int64_t i3 = r / (node.ne[1] * node.ne[2]);
-    fn(i1, i2, i3);
-  }
+  ForEachRowIn(WorkPart(node.NumRows(), ctx.ith, ctx.nth), node.ne[1],
+               node.ne[2], fn);
 }
 
 BinaryKind KindOf(Op op) {
