@@ -754,18 +754,6 @@ void Rope(const float* x, float* dst, int64_t n, int64_t pairs, bool neox,
   RopeFrom(i, x, dst, n, pairs, neox, cos, sin);
 }
 
-// Products of one column by kColumn4 (tiles of kVecRows rows) and kColumn1
-// (the last rows), of several by kernels_kquant_x86.inc's tiles (kTiles).
-template <void (*kColumn4)(const QuantMatMulArgs&, int64_t),
-          void (*kColumn1)(const QuantMatMulArgs&, int64_t),
-          void (*kTiles)(const QuantMatMulArgs&)>
-void MulMatColumns(const QuantMatMulArgs& a) {
-  if (a.cols != 1) return kTiles(a);
-  int64_t r = 0;
-  for (; r + kVecRows <= a.rows; r += kVecRows) kColumn4(a, r);
-  for (; r < a.rows; ++r) kColumn1(a, r);
-}
-
 struct FloatVec {
   using V = __m512;
   static constexpr int kWidth = 16;
