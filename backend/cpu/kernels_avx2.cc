@@ -1,6 +1,7 @@
 // The AVX2 kernels (SimdLevel::kAvx2), compiled with -mavx2 -mfma -mf16c.
-// Quantized products take one 32-value block per 256-bit register:
-// maddubs (u8 x s8 pairs) then madd to 32-bit sums.
+// Quantized products take one 32-value block per 256-bit register (against
+// one column, half of two blocks: BlockQuadColumn): maddubs (u8 x s8 pairs)
+// then madd to 32-bit sums.
 
 #include <immintrin.h>
 
