@@ -88,13 +88,15 @@ __m256i Nibbles(const uint8_t* qs) {
   return _mm256_set_m128i(hi, lo);
 }
 
-// Byte i is 16 where bit i of `bits` is set, else 0.
-__m256i FifthBitBytes(uint32_t bits) {
-  // Byte i of `spread` is byte i / 8 of the word; one bit of it per byte.
+// Byte i is 16 where bit 32w + i of `bits` is set, else 0 (w: the 32-bit
+// word of `bits` to take, 0 or 1).
+__m256i FifthBitBytes(uint64_t bits, int w) {
+  // Byte i of `spread` is byte 4w + i / 8 of `bits`; one bit of it per byte.
+  const int64_t at = 0x0404040404040404 * w;
   const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                        0x0101010101010101, 0x0000000000000000));
+      _mm256_set1_epi64x(static_cast<int64_t>(bits)),
+      _mm256_set_epi64x(0x0303030303030303 + at, 0x0202020202020202 + at,
+                        0x0101010101010101 + at, at));
   const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
@@ -105,7 +107,7 @@ __m256i FifthBitBytes(uint32_t bits) {
 __m256i FiveBitLevels(const uint8_t* qs, const uint8_t* qh) {
   uint32_t bits;
   std::memcpy(&bits, qh, sizeof(bits));
-  return _mm256_or_si256(Nibbles(qs), FifthBitBytes(bits));
+  return _mm256_or_si256(Nibbles(qs), FifthBitBytes(bits, 0));
 }
 
 // Weights stored as unsigned levels (u = w / dw + kOffset, or (w - m) / dw).
@@ -223,10 +225,7 @@ float BlockDot(const typename T::Block& w, const int8_t* q, float da,
                float sa) {
   const __m256i dot = T::Dot(
       T::Load(w), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-  const float levels = HorizontalSum(_mm256_cvtepi32_ps(dot));
-  const float dw = _cvtsh_ss(w.d);
-  if constexpr (T::kHasMin) return dw * da * levels + _cvtsh_ss(w.m) * sa;
-  return dw * (da * levels - T::kOffset * sa);
+  return BlockTerm<T>(w, HorizontalSum(_mm256_cvtepi32_ps(dot)), da, sa);
 }
 
 // Q4_0, Q4_1, Q5_0 and Q5_1 (T: Q4, Q4Min, Q5, Q5Min) against one
@@ -239,8 +238,8 @@ float BlockDot(const typename T::Block& w, const int8_t* q, float da,
 //    per step for every row); the two maddubs add in 16 bits (at most 2 x
 //    2 x 31 x 127) and one madd leaves each block's dot product in four
 //    32-bit lanes of its own. Q5 fifth bits join the nibbles as bytes of
-//    16 from one 32-bit word per register, put together from 16-bit
-//    loads.
+//    16 from one 32-bit word per register (FourBlockWords: the first or
+//    last 16 bits of each block's qh).
 //  - A row's four scales (and minimums) are put together in a
 //    general-purpose register from 16-bit loads and converted in one
 //    instruction, multiplied by the activation's scales, and spread over
@@ -296,32 +295,23 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
       const int64_t at = b * kBlockBytes;
       const char* blocks = w[r] + at;
       prefetch.template Lines<4 * kBlockBytes>(blocks, at);
-      // The four blocks' d (and m) as F16 words 0..3; with fifth bits, the
-      // bits of pair p's first 16 values (block 2p's, then 2p + 1's) in
-      // first[p], of their last 16 in last[p].
-      uint64_t d_words = 0, m_words = 0;
-      uint32_t first[2] = {0, 0}, last[2] = {0, 0};
-      for (int j = 0; j < 4; ++j) {
-        const char* block = blocks + j * kBlockBytes;
-        uint16_t d, m;
-        std::memcpy(&d, block + offsetof(Block, d), 2);
-        d_words |= uint64_t{d} << (16 * j);
-        if constexpr (T::kHasMin) {
-          std::memcpy(&m, block + offsetof(Block, m), 2);
-          m_words |= uint64_t{m} << (16 * j);
-        }
-        if constexpr (kFifthBits) {
-          uint16_t low_half, high_half;  // two loads: faster than one split
-          std::memcpy(&low_half, block + offsetof(Block, qh), 2);
-          std::memcpy(&high_half, block + offsetof(Block, qh) + 2, 2);
-          first[j / 2] |= uint32_t{low_half} << (16 * (j % 2));
-          last[j / 2] |= uint32_t{high_half} << (16 * (j % 2));
-        }
-      }
-      const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128(d_words));
-      const __m128 mw =
-          T::kHasMin ? _mm_cvtph_ps(_mm_cvtsi64_si128(m_words)) : dw;
+      // The four blocks' d (and m) as F16 words 0..3.
+      auto words = [&](int field) {
+        return _mm_cvtsi64_si128(
+            static_cast<int64_t>(FourBlockWords(blocks, kBlockBytes, field)));
+      };
+      const __m128 dw = _mm_cvtph_ps(words(offsetof(Block, d)));
+      __m128 mw = dw;
+      if constexpr (T::kHasMin) mw = _mm_cvtph_ps(words(offsetof(Block, m)));
       offset[r] = _mm_fmadd_ps(mw, act_s, offset[r]);
+      // With fifth bits: those of the blocks' first 16 values (bits 16j..
+      // of `first` for block j) and of their last 16 (`last`); pair p's
+      // are 32-bit word p.
+      uint64_t first = 0, last = 0;
+      if constexpr (kFifthBits) {
+        first = FourBlockWords(blocks, kBlockBytes, offsetof(Block, qh));
+        last = FourBlockWords(blocks, kBlockBytes, offsetof(Block, qh) + 2);
+      }
       const __m256 scales = _mm256_castps128_ps256(_mm_mul_ps(dw, act_d));
       for (int p = 0; p < 2; ++p) {
         const char* qs = blocks + 2 * p * kBlockBytes + kQs;
@@ -333,8 +323,8 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
         __m256i lo = _mm256_and_si256(nibbles, low);
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), low);
         if constexpr (kFifthBits) {
-          lo = _mm256_or_si256(lo, FifthBitBytes(first[p]));
-          hi = _mm256_or_si256(hi, FifthBitBytes(last[p]));
+          lo = _mm256_or_si256(lo, FifthBitBytes(first, p));
+          hi = _mm256_or_si256(hi, FifthBitBytes(last, p));
         }
         const __m256i sums = _mm256_madd_epi16(
             _mm256_add_epi16(_mm256_maddubs_epi16(lo, q_lo[p]),
@@ -347,9 +337,7 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
     }
   }
   for (int r = 0; r < R; ++r) {
-    const float rows_offset = HorizontalSum(offset[r]);
-    float sum = HorizontalSum(acc[r]) +
-                (T::kHasMin ? rows_offset : -T::kOffset * rows_offset);
+    float sum = HorizontalSum(acc[r]) + OffsetTerm<T>(HorizontalSum(offset[r]));
     const auto* row = reinterpret_cast<const Block*>(w[r]);
     for (int64_t i = b; i < nb; ++i) {
       sum += BlockDot<T>(row[i], q + 32 * i, da[i], sa[i]);

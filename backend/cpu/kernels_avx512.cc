@@ -305,10 +305,7 @@ float BlockDot(const typename T::Block& w, const int8_t* q, float da,
   const __m256i dot = _mm256_dpbusd_epi32(
       _mm256_setzero_si256(), T::Load1(w),
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-  const float levels = HorizontalSum(_mm256_cvtepi32_ps(dot));
-  const float dw = _cvtsh_ss(w.d);
-  if constexpr (T::kHasMin) return dw * da * levels + _cvtsh_ss(w.m) * sa;
-  return dw * (da * levels - T::kOffset * sa);
+  return BlockTerm<T>(w, HorizontalSum(_mm256_cvtepi32_ps(dot)), da, sa);
 }
 
 // The end of a four-block column kernel: dst[r] = row r's sum of acc[r],
@@ -327,9 +324,8 @@ void StoreQuadRows(const __m512 (&acc)[R], __m512 offset,
   _mm512_store_ps(offsets, offset);
   for (int r = 0; r < R; ++r) {
     const float* o = offsets + 4 * r;
-    const float rows_offset = (o[0] + o[1]) + (o[2] + o[3]);
     float sum = _mm512_reduce_add_ps(acc[r]) +
-                (T::kHasMin ? rows_offset : -T::kOffset * rows_offset);
+                OffsetTerm<T>((o[0] + o[1]) + (o[2] + o[3]));
     const auto* row = reinterpret_cast<const typename T::Block*>(w[r]);
     for (int64_t i = b; i < nb; ++i) {
       sum += BlockDot<T>(row[i], q + 32 * i, da[i], sa[i]);
@@ -566,15 +562,8 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
             mw, _mm_cvtph_ps(_mm_unpackhi_epi64(scale_words, scale_words)), r);
       }
       // Bit 16j + i of `first` (`last`): bit i (16 + i) of block j's qh.
-      uint64_t first = 0, last = 0;
-      for (int j = 0; j < 4; ++j) {
-        const char* qh = w[r] + at + j * kBlockBytes + kQh;
-        uint16_t low_half, high_half;  // two loads: faster than one split
-        std::memcpy(&low_half, qh, 2);
-        std::memcpy(&high_half, qh + 2, 2);
-        first |= uint64_t{low_half} << (16 * j);
-        last |= uint64_t{high_half} << (16 * j);
-      }
+      const uint64_t first = FourBlockWords(w[r] + at, kBlockBytes, kQh);
+      const uint64_t last = FourBlockWords(w[r] + at, kBlockBytes, kQh + 2);
       __m512i lo = _mm512_and_si512(v, low);
       __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
       lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(first), lo, sixteen);
