@@ -1,7 +1,8 @@
 // The AVX2 kernels (SimdLevel::kAvx2), compiled with -mavx2 -mfma -mf16c.
 // Quantized products take one 32-value block per 256-bit register (against
-// one column, half of two blocks: BlockQuadColumn): maddubs (u8 x s8 pairs)
-// then madd to 32-bit sums.
+// one column, half of two blocks: BlockQuadColumn; K-quants against one
+// column: kernels_kquant_column_avx2.inc): maddubs (u8 x s8 pairs) then
+// madd to 32-bit sums.
 
 #include <immintrin.h>
 
@@ -353,12 +354,10 @@ __m256i KMaddAcc(__m256i acc, __m256i p, __m256i s) {
 
 // Two columns: a 2 x 2 tile's eight float and integer accumulators take
 // half of the sixteen registers, leaving the rest to levels and scales.
-// Two rows for one column too: four rows' levels, scales and accumulators
-// spill (Q6_K's matrix-vector product ran 10-15% slower with four).
 constexpr int kKTileCols = 2;
-constexpr int kKVecRows = 2;
 
 #include "backend/cpu/kernels_kquant_x86.inc"
+#include "backend/cpu/kernels_kquant_column_avx2.inc"
 
 struct FloatVec {
   using V = __m256;
@@ -495,11 +494,16 @@ const CpuKernels kKernels = {
                                   BlockQuadColumn<Q5, 1>, MulMatQ5>,
     .mul_mat_q5_1 = MulMatColumns<BlockQuadColumn<Q5Min, kVecRows>,
                                   BlockQuadColumn<Q5Min, 1>, MulMatQ5Min>,
-    .mul_mat_q2_k = MulMatQ2K,
-    .mul_mat_q3_k = MulMatQ3K,
-    .mul_mat_q4_k = MulMatQ4K,
-    .mul_mat_q5_k = MulMatQ5K,
-    .mul_mat_q6_k = MulMatQ6K,
+    .mul_mat_q2_k = MulMatColumns<KGroupColumn<Q2KColumn, kVecRows>,
+                                  KGroupColumn<Q2KColumn, 1>, MulMatQ2K>,
+    .mul_mat_q3_k = MulMatColumns<KGroupColumn<Q3KColumn, kVecRows>,
+                                  KGroupColumn<Q3KColumn, 1>, MulMatQ3K>,
+    .mul_mat_q4_k = MulMatColumns<KAffineColumn<BlockQ4_K, kVecRows>,
+                                  KAffineColumn<BlockQ4_K, 1>, MulMatQ4K>,
+    .mul_mat_q5_k = MulMatColumns<KAffineColumn<BlockQ5_K, kVecRows>,
+                                  KAffineColumn<BlockQ5_K, 1>, MulMatQ5K>,
+    .mul_mat_q6_k = MulMatColumns<KGroupColumn<Q6KColumn, kVecRows>,
+                                  KGroupColumn<Q6KColumn, 1>, MulMatQ6K>,
     .mat_vec_f32 = MatVec<F32Weights>,
     .mat_vec_f16 = MatVec<F16Weights>,
     .mat_vec_bf16 = MatVec<BF16Weights>,

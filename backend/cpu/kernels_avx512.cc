@@ -656,8 +656,6 @@ __m256i KMaddAcc(__m256i acc, __m256i p, __m256i s) {
 
 // Four columns: thirty-two registers hold a 2 x 4 tile's accumulators.
 constexpr int kKTileCols = 4;
-// One column: tiles of four rows (kVecRows), which fit the registers.
-constexpr int kKVecRows = kVecRows;
 
 #include "backend/cpu/kernels_kquant_x86.inc"
 
