@@ -745,6 +745,12 @@ struct FloatVec {
   using V = __m512;
   static constexpr int kWidth = 16;
   static constexpr int kMaxAcc = 16;
+  // Four rows whatever the column count: each column vector feeds four
+  // products, and with eight columns that beat three rows (which fit the
+  // registers; four spill accumulators) on a Zen 4 VM, F16 4096 x 4096
+  // weights on 2 threads: 1.48-1.51 against 2.60-2.65 ms (n = 5..7 ran
+  // 1.5-2x as fast as with the 16 / C rows before).
+  static constexpr int MatVecRows(int) { return 4; }
   static V Zero() { return _mm512_setzero_ps(); }
   static V Broadcast(float x) { return _mm512_set1_ps(x); }
   static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
