@@ -158,7 +158,7 @@ struct Q5Min {
 };
 
 template <typename T>
-struct QuantKernel : TileDispatch<QuantKernel<T>> {
+struct QuantKernel {
   using Block = typename T::Block;
   static constexpr int64_t kBlockBytes = sizeof(Block);
 

@@ -213,7 +213,7 @@ struct Q5Min {
 // 4.34-4.37 and 3.73-3.75, q5_1 5.83-5.84 and 5.57-5.60; n=512 q8_0
 // 291-301 and 252-254, q4_0 285-291 and 242-245).
 template <typename T>
-struct QuantKernel : TileDispatch<QuantKernel<T>, 4> {
+struct QuantKernel {
   using Block = typename T::Block;
 
   static constexpr int64_t kBlockBytes = sizeof(Block);
