@@ -374,19 +374,26 @@ struct FloatVec {
     return std::clamp(15 / (cols + 1), 2, 4);
   }
   static V Zero() { return _mm256_setzero_ps(); }
+  static bool AnyZero(V v) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(v, Zero(), _CMP_EQ_OQ)) != 0;
+  }
   static V Broadcast(float x) { return _mm256_set1_ps(x); }
   static V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static float Sum(V v) { return HorizontalSum(v); }
-  // sums[i] = Sum(v[i]) for 8 vectors, as a tree of adds that transposes
-  // as it goes (21 instructions; 8 reductions take about 56): the 128-bit
-  // halves of two vectors, then pairs within the halves. Float 4k + e of
-  // the result sums the first step's input 2e + k; taking v[4k + e] as that
-  // input puts Sum(v[i]) in float i.
-  static void SumEach(const V* v, float* sums) {
+  // The Sum of each of the G x J = 8 vectors v, float g * J + j of the
+  // result holding Sum(v[g][j]), as a tree of adds that transposes as it
+  // goes (21 instructions; 8 reductions take about 56): the 128-bit halves
+  // of two vectors, then pairs within the halves. Float 4k + e of the
+  // result sums the first step's input 2e + k; taking vector 4k + e (in v's
+  // order) as that input puts each vector's Sum in its own float.
+  template <int G, int J>
+  [[gnu::always_inline]] static V SumEach(const V (&v)[G][J]) {
+    static_assert(G * J == kWidth);
+    auto input = [&v](int i) { return v[i / J][i % J]; };
     V pairs[4];  // half k: four partial sums of one vector
     for (int i = 0; i < 4; ++i) {
-      const V a = v[i];      // input 2i
-      const V b = v[4 + i];  // input 2i + 1
+      const V a = input(i);      // first-step input 2i
+      const V b = input(4 + i);  // first-step input 2i + 1
       pairs[i] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
                                _mm256_permute2f128_ps(a, b, 0x31));
     }
@@ -401,7 +408,7 @@ struct FloatVec {
         _mm256_shuffle_ps(halves[0], halves[1], _MM_SHUFFLE(1, 0, 1, 0));
     const V high =
         _mm256_shuffle_ps(halves[0], halves[1], _MM_SHUFFLE(3, 2, 3, 2));
-    _mm256_storeu_ps(sums, _mm256_add_ps(low, high));
+    return _mm256_add_ps(low, high);
   }
   static V LoadF32(const float* p) { return _mm256_loadu_ps(p); }
   static void StoreF32(float* p, V v) { _mm256_storeu_ps(p, v); }
