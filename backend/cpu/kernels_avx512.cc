@@ -763,20 +763,14 @@ struct FloatVec {
   static V Broadcast(float x) { return _mm512_set1_ps(x); }
   static V Fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static float Sum(V v) { return _mm512_reduce_add_ps(v); }
-  // The Sum of each of the G x J = 16 vectors v, float g * J + j of the
-  // result holding Sum(v[g][j]), as a tree of adds that transposes as it
-  // goes (45 instructions; 16 reductions take about 140): each step halves
-  // the vectors and doubles the sums one vector carries, in 128-bit lanes
-  // and then within them. Float 4k + e of the result sums the first step's
-  // input 4e + k; taking vector 4k + e (in v's order) as that input puts
-  // each vector's Sum in its own float.
-  template <int G, int J>
-  [[gnu::always_inline]] static V SumEach(const V (&v)[G][J]) {
-    static_assert(G * J == kWidth);
-    auto input = [&v](int j) {
-      const int i = 4 * (j % 4) + j / 4;
-      return v[i / J][i % J];
-    };
+  // Sum(v[i]) in float i for 16 vectors, as a tree of adds that transposes
+  // as it goes (45 instructions; 16 reductions take about 140): each step
+  // halves the vectors and doubles the sums one vector carries, in 128-bit
+  // lanes and then within them. Float 4k + e of the result sums the first
+  // step's input 4e + k; taking v[4k + e] as that input puts Sum(v[i]) in
+  // float i.
+  [[gnu::always_inline]] static V SumEach(const V* v) {
+    auto input = [v](int j) { return v[4 * (j % 4) + j / 4]; };
     V pairs[8];  // lanes: two halves of two vectors
     for (int i = 0; i < 8; ++i) {
       const V a = input(2 * i);
