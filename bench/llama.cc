@@ -62,7 +62,7 @@
 //       --rounds=N
 //       --types=f16,q8_0,q4_0,q4_k --modes=local,tp,remote,tp-daemons,gpu
 //       --cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1 --tesserad=PATH
-//       --simd=scalar|avx2|avx512|amx]
+//       --simd=scalar|avx2|avx512|avx512bf16|amx]
 //
 // --ctx is the cache's capacity (default and least: prompt + decode).
 // --simd caps the local mode's SIMD level (default: the best this CPU
@@ -170,19 +170,21 @@ int64_t ParameterCount(const Config& c) {
   return c.layers * per_layer + 2 * c.vocab * c.dim + c.dim;
 }
 
-// ggml type id of a --types name: f16 or a quantized type's name in lower
-// case ("q8_0", "q4_k", ...).
+// ggml type id of a --types name: f16, bf16 or a quantized type's name in
+// lower case ("q8_0", "q4_k", ...).
 absl::StatusOr<int32_t> GgmlTypeByName(const std::string& name) {
   for (int32_t i = 0; i < kTypeCount; ++i) {
     const Type type = static_cast<Type>(i);
-    if ((type == Type::kF16 || Traits(type).is_quantized) &&
+    if ((type == Type::kF16 || type == Type::kBF16 ||
+         Traits(type).is_quantized) &&
         absl::AsciiStrToLower(std::string(TypeName(type))) == name) {
       return GgmlTypeFromTessera(type);
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown type \"", name, "\" (f16 or a quantized type: q8_0, q4_0, "
-      "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown type \"", name,
+                   "\" (f16, bf16 or a quantized type: q8_0, q4_0, "
+                   "q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k)"));
 }
 
 // Uniform values of variance scale^2 from a splitmix64 stream seeded by
@@ -1047,10 +1049,11 @@ int main(int argc, char** argv) {
         "usage: llama [--layers=N] [--dim=N] [--ff=N] [--heads=N] "
         "[--kv_heads=N] [--vocab=N] [--prompt=N] [--decode=N] [--ctx=N] "
         "[--ubatch=N] "
-        "[--rounds=N] [--types=f16,q8_0,q4_0,q4_k,... (f16 or quantized)] "
+        "[--rounds=N] [--types=f16,bf16,q8_0,q4_0,q4_k,... (f16, bf16 or "
+        "quantized)] "
         "[--modes=local,tp,remote,tp-daemons,gpu (each once; the first is the "
         "reference)] [--cache_type=f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1] "
-        "[--tesserad=PATH] [--simd=scalar|avx2|avx512|amx]\n"
+        "[--tesserad=PATH] [--simd=scalar|avx2|avx512|avx512bf16|amx]\n"
         "heads divides dim, kv_heads (>= 2) divides heads; dim, ff and "
         "dim / kv_heads are multiples of the block size (32, or 256 for the "
         "k-quants)\n");

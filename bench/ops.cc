@@ -8,6 +8,10 @@
 //    way (a copy of S bytes touches 2S);
 //  - "fma": the AVX-512 (else AVX2) FMA peak of the same threads, from a
 //    register-only microbenchmark (compute-bound rows);
+//  - "bf16": at the avx512bf16 level, the peak of vdpbf16ps (AVX-512 dot
+//    products of BF16 pairs) on the same threads, from a register-only
+//    microbenchmark: the limit of MUL_MAT bf16 rows with n >=
+//    kMinTileCols, which that level computes so;
 //  - "amx": at the amx level, the tile units' peak on the same threads
 //    (BF16 FLOP/s for BF16 and F16 weights, int8 operations/s for Q8_0 and
 //    Q4_0),
@@ -21,7 +25,7 @@
 // the stream and its thread team.
 //
 //   bazel run -c opt //bench:ops -- [--threads=N]
-//       [--simd=scalar|avx2|avx512|amx]
+//       [--simd=scalar|avx2|avx512|avx512bf16|amx]
 //       [--case=SUBSTRING]
 
 #include "graph/ops.h"
@@ -237,6 +241,54 @@ double FmaPeak(int threads, std::string& which) {
   return 2.0 * lanes * 12 * kIters * threads / seconds;
 }
 
+// `iters` rounds of 12 independent chains of vdpbf16ps, each chain its own
+// variable (as FmaChains).
+__attribute__((target("avx512f,avx512bf16"))) float Dpbf16Chains(
+    int64_t iters) {
+  __m512 c0 = _mm512_set1_ps(0.0f), c1 = _mm512_set1_ps(1.0f),
+         c2 = _mm512_set1_ps(2.0f), c3 = _mm512_set1_ps(3.0f),
+         c4 = _mm512_set1_ps(4.0f), c5 = _mm512_set1_ps(5.0f),
+         c6 = _mm512_set1_ps(6.0f), c7 = _mm512_set1_ps(7.0f),
+         c8 = _mm512_set1_ps(8.0f), c9 = _mm512_set1_ps(9.0f),
+         c10 = _mm512_set1_ps(10.0f), c11 = _mm512_set1_ps(11.0f);
+  // 0.999 and 1e-3 as BF16 pairs.
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3F80));
+  const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3A83));
+  for (int64_t i = 0; i < iters; ++i) {
+    c0 = _mm512_dpbf16_ps(c0, a, b);
+    c1 = _mm512_dpbf16_ps(c1, a, b);
+    c2 = _mm512_dpbf16_ps(c2, a, b);
+    c3 = _mm512_dpbf16_ps(c3, a, b);
+    c4 = _mm512_dpbf16_ps(c4, a, b);
+    c5 = _mm512_dpbf16_ps(c5, a, b);
+    c6 = _mm512_dpbf16_ps(c6, a, b);
+    c7 = _mm512_dpbf16_ps(c7, a, b);
+    c8 = _mm512_dpbf16_ps(c8, a, b);
+    c9 = _mm512_dpbf16_ps(c9, a, b);
+    c10 = _mm512_dpbf16_ps(c10, a, b);
+    c11 = _mm512_dpbf16_ps(c11, a, b);
+  }
+  const __m512 sum =
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), c2),
+                                  _mm512_add_ps(_mm512_add_ps(c3, c4), c5)),
+                    _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c6, c7), c8),
+                                  _mm512_add_ps(_mm512_add_ps(c9, c10), c11)));
+  return _mm512_cvtss_f32(sum);
+}
+
+// Peak FLOP/s of vdpbf16ps on `threads` threads (16 lanes, each two
+// products and their sums).
+double Dpbf16Peak(int threads) {
+  constexpr int64_t kIters = 1 << 22;
+  std::atomic<float> sink{0};
+  const double seconds = TimePerCall(
+      [&] {
+        OnThreads(threads, [&](int) { sink = sink + Dpbf16Chains(kIters); });
+      },
+      0.3);
+  return 4.0 * 16 * 12 * kIters * threads / seconds;
+}
+
 // Peak operations/s of the tile units on `threads` threads: four products
 // 16 x 16 x 64 (int8; 32 BF16 pairs) per round into four result tiles, from
 // four operand tiles already loaded. Each thread configures its own tiles;
@@ -363,6 +415,7 @@ absl::StatusOr<double> TimeGraph(Stream& stream, const OneOp& op) {
 struct Limits {
   int threads;
   double fma_flops;
+  double bf16_flops = 0;  // vdpbf16ps, at the avx512bf16 level only
   AmxPeak amx;  // zero below the amx level
   std::vector<std::pair<int64_t, double>> sgemm_flops;  // by n
   double Sgemm(int64_t n) const {
@@ -427,6 +480,9 @@ absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
                             : lim.amx.int8_ops;
     PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, flops / peak,
              "amx", flops / lim.Sgemm(n));
+  } else if (lim.bf16_flops > 0 && n >= kMinTileCols && type == Type::kBF16) {
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
+             flops / lim.bf16_flops, "bf16", flops / lim.Sgemm(n));
   } else {
     PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
              flops / lim.fma_flops, "fma", flops / lim.Sgemm(n));
@@ -594,6 +650,11 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
     lim.sgemm_flops.push_back({n, SgemmFlops(4096, n, 14336, threads)});
   }
   absl::PrintF("FMA peak (%s): %.1f GFLOPS\n", fma_kind, lim.fma_flops / 1e9);
+  if (device.simd_level() == SimdLevel::kAvx512Bf16) {
+    lim.bf16_flops = Dpbf16Peak(threads);
+    absl::PrintF("BF16 pair peak (vdpbf16ps): %.1f GFLOPS\n",
+                 lim.bf16_flops / 1e9);
+  }
   if (device.simd_level() >= SimdLevel::kAmx) {
     lim.amx = MeasureAmxPeak(threads);
     absl::PrintF("AMX peak: int8 %.1f TOPS, BF16 %.1f TFLOPS\n",
@@ -717,7 +778,8 @@ int main(int argc, char** argv) {
       only = arg.substr(7);
     } else {
       absl::FPrintF(stderr,
-                    "usage: ops [--threads=N] [--simd=scalar|avx2|avx512|amx] "
+                    "usage: ops [--threads=N] "
+                    "[--simd=scalar|avx2|avx512|avx512bf16|amx] "
                     "[--case=SUBSTRING]\n");
       return 2;
     }

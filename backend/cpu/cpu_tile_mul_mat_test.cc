@@ -1,6 +1,7 @@
-// The tile-unit (AMX) products of cpu_mul_mat.cc, where this CPU has them:
-// what they round and what they keep exact, beyond the conformance suite's
-// tolerances.
+// The products of many columns of cpu_mul_mat.cc's tile path (TileGemmArgs:
+// BF16 pairs at the avx512bf16 level, the tile units at the amx level),
+// where this CPU has them: what they round and what they keep exact,
+// beyond the conformance suite's tolerances.
 
 #include <cmath>
 #include <cstdint>
@@ -91,39 +92,51 @@ TEST_F(TileMulMatTest, F16WeightsAreMultipliedExactly) {
   }
 }
 
-// BF16 (and F16) products round the columns to BF16, to nearest even, and
-// nothing else: the result is the dot product of the weights with the
-// rounded columns, to F32 summation error.
-TEST_F(TileMulMatTest, ColumnsAreRoundedToBf16) {
+// BF16 products (and F16 ones on the tile units) round the columns to
+// BF16, to nearest even, and nothing else, at each level that has them:
+// the result is the dot product of the weights with the rounded columns,
+// to F32 summation error. 33 rows and 17 columns leave partial bands and
+// tiles.
+TEST(Bf16ProductTest, ColumnsAreRoundedToBf16) {
+  if (DetectSimdLevel() < SimdLevel::kAvx512Bf16) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  }
   constexpr int64_t m = 33, n = 17, k = 128;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> w(m * k), x(n * k);
   for (float& v : w) v = Bf16ToFp32(Fp32ToBf16(uniform(rng)));
   for (float& v : x) v = uniform(rng);
-  for (Type type : {Type::kBF16, Type::kF16}) {
-    std::vector<float> wt(w);
-    if (type == Type::kF16) {
-      for (float& v : wt) v = Fp16ToFp32(Fp32ToFp16(v));
-    }
-    const std::vector<float> got =
-        Product(SimdLevel::kAmx, type, wt, m, x, n, k);
-    double err_rounded = 0, err_exact = 0;
-    for (int64_t c = 0; c < n; ++c) {
-      for (int64_t r = 0; r < m; ++r) {
-        double rounded = 0, exact = 0;
-        for (int64_t i = 0; i < k; ++i) {
-          const float xi = x[c * k + i];
-          rounded += double{wt[r * k + i]} * Bf16ToFp32(Fp32ToBf16(xi));
-          exact += double{wt[r * k + i]} * xi;
-        }
-        err_rounded = std::max(err_rounded, std::abs(got[c * m + r] - rounded));
-        err_exact = std::max(err_exact, std::abs(got[c * m + r] - exact));
+  for (SimdLevel level : SupportedSimdLevels()) {
+    if (level < SimdLevel::kAvx512Bf16) continue;
+    for (Type type : {Type::kBF16, Type::kF16}) {
+      // Below the tile units F16 weights meet F32 columns.
+      if (type == Type::kF16 && level < SimdLevel::kAmx) continue;
+      std::vector<float> wt(w);
+      if (type == Type::kF16) {
+        for (float& v : wt) v = Fp16ToFp32(Fp32ToFp16(v));
       }
+      const std::vector<float> got = Product(level, type, wt, m, x, n, k);
+      double err_rounded = 0, err_exact = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        for (int64_t r = 0; r < m; ++r) {
+          double rounded = 0, exact = 0;
+          for (int64_t i = 0; i < k; ++i) {
+            const float xi = x[c * k + i];
+            rounded += double{wt[r * k + i]} * Bf16ToFp32(Fp32ToBf16(xi));
+            exact += double{wt[r * k + i]} * xi;
+          }
+          err_rounded =
+              std::max(err_rounded, std::abs(got[c * m + r] - rounded));
+          err_exact = std::max(err_exact, std::abs(got[c * m + r] - exact));
+        }
+      }
+      EXPECT_LT(err_rounded, 1e-5)
+          << SimdLevelName(level) << " " << TypeName(type);
+      // The rounding is visible: unrounded columns would differ.
+      EXPECT_GT(err_exact, 1e-3)
+          << SimdLevelName(level) << " " << TypeName(type);
     }
-    EXPECT_LT(err_rounded, 1e-5) << TypeName(type);
-    // The rounding is visible: unrounded columns would differ.
-    EXPECT_GT(err_exact, 1e-3) << TypeName(type);
   }
 }
 

@@ -12,6 +12,8 @@ const CpuKernels& KernelsFor(SimdLevel level) {
   switch (level) {
     case SimdLevel::kAmx:
       return cpu_amx::Kernels();
+    case SimdLevel::kAvx512Bf16:
+      return cpu_avx512bf16::Kernels();
     case SimdLevel::kAvx512:
       return cpu_avx512::kKernels;
     case SimdLevel::kAvx2:

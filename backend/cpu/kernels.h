@@ -58,10 +58,12 @@ struct QuantMatMulArgs {
   int64_t dst_col_stride;  // floats between destination columns
 };
 
-// Products on a CPU's tile units (AMX; SimdLevel::kAmx) of weights of
-// BF16, F16, Q8_0 or Q4_0 and src1 of at least kMinTileCols columns. The
-// columns are first packed in groups of kTileCols (the last zero-padded),
-// each group into TileGroupBytes(type, k) bytes (k a multiple of 32):
+// Products of weights of BF16, F16, Q8_0 or Q4_0 and src1 of at least
+// kMinTileCols columns, at levels that have them: BF16 weights by
+// AVX512-BF16's pair products (SimdLevel::kAvx512Bf16), all four on the
+// tile units (AMX; SimdLevel::kAmx). The columns are first packed in
+// groups of kTileCols (the last zero-padded), each group into
+// TileGroupBytes(type, k) bytes (k a multiple of 32):
 //  - BF16 and F16 weights: the columns rounded to BF16, a tile of 32
 //    values of 16 columns (16 rows of 64 bytes) after another (F16 weights
 //    are multiplied exactly, as the sum of two BF16 values);

@@ -1,7 +1,8 @@
-// The AMX level (SimdLevel::kAmx): the AVX-512 table, plus products of
-// BF16, F16, Q8_0 and Q4_0 weights with many columns on the tile units
-// (see TileGemmArgs in kernels.h). Compiled with the AVX-512 flags and
-// -mamx-tile -mamx-int8 -mamx-bf16 -mavx512bf16.
+// The AMX level (SimdLevel::kAmx): the avx512bf16 table (its column
+// packing included), plus products of BF16, F16, Q8_0 and Q4_0 weights with
+// many columns on the tile units (see TileGemmArgs in kernels.h).
+// Compiled with the AVX-512 flags and -mamx-tile -mamx-int8 -mamx-bf16
+// -mavx512bf16.
 //
 // A tile product adds A (16 rows of 64 bytes) times B (rows of 16 32-bit
 // words, each word two BF16 or four int8 consecutive values of one
@@ -53,54 +54,9 @@ constexpr int64_t kChunkBytes = 1 << 20;
 // 512-byte tile and 16 F32 scales.
 constexpr int64_t kQuantTileBytes = 512 + 64;
 
-int64_t GroupsOf(int64_t cols) { return (cols + kTileCols - 1) / kTileCols; }
-
-// The 16 rows of r transposed in place, as 32-bit words: word j of row i
-// becomes word i of row j.
-void Transpose16(__m512i (&r)[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  // r[4i + m], 128-bit lane L: word 4L + m of rows 4i..4i + 3.
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int m = 0; m < 4; ++m) {
-    const __m512i a = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x88);
-    const __m512i b = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xDD);
-    const __m512i c = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x88);
-    const __m512i d = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xDD);
-    t[m] = _mm512_shuffle_i32x4(a, c, 0x88);
-    t[m + 8] = _mm512_shuffle_i32x4(a, c, 0xDD);
-    t[m + 4] = _mm512_shuffle_i32x4(b, d, 0x88);
-    t[m + 12] = _mm512_shuffle_i32x4(b, d, 0xDD);
-  }
-  for (int j = 0; j < 16; ++j) r[j] = t[j];
-}
+#include "backend/cpu/kernels_bf16_x86.inc"
 
 // ---- BF16 ----------------------------------------------------------------
-
-void PackBf16(const float* x, int64_t x_col_stride, int64_t cols, int64_t k,
-              char* group) {
-  if (cols < kTileCols) {
-    std::memset(group, 0, TileGroupBytes(Type::kBF16, k));  // as F16's
-  }
-  for (int64_t c = 0; c < cols; ++c) {
-    const float* col = x + c * x_col_stride;
-    for (int64_t s = 0; s < k / 32; ++s) {
-      // 32 values in order, rounded to nearest even.
-      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(col + 32 * s + 16),
-                                             _mm512_loadu_ps(col + 32 * s));
-      _mm512_storeu_si512(group + s * 1024 + c * 64,
-                          reinterpret_cast<__m512i>(v));
-    }
-  }
-}
 
 // Tiles 0-3: C for (column group, weight rows 0-15 / 16-31) x 2 groups;
 // 4, 5: A for the two column groups; 6, 7: B for the two halves of rows.
@@ -111,70 +67,6 @@ void ConfigureBf16() {
     config.rows[t] = 16;
   }
   _tile_loadconfig(&config);
-}
-
-// An F16 weight row's 32 values of a step as the BF16 sum hi + lo, exact:
-// hi is the value rounded to BF16 and lo the rest, which has at most the
-// F16 value's three lowest significant bits.
-struct SplitF16 {
-  __m512i hi;
-  __m512i lo;
-};
-
-SplitF16 SplitStep(const char* p) {
-  const __m512i h = _mm512_loadu_si512(p);
-  const __m512 f0 = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-  const __m512 f1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
-  const __m512i hi = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f1, f0));
-  auto widen = [](__m256i bf) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bf), 16));
-  };
-  const __m512 r0 = _mm512_sub_ps(f0, widen(_mm512_castsi512_si256(hi)));
-  const __m512 r1 = _mm512_sub_ps(f1, widen(_mm512_extracti64x4_epi64(hi, 1)));
-  return {hi, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(r1, r0))};
-}
-
-// Steps [s0, s1) of weight rows [r0, r0 + nr) (nr <= 32) as B tiles: row
-// j of a tile holds word j (values 2j, 2j + 1 of the step's 32) of each of
-// 16 weight rows; rows past nr are zero. Per step: BF16 weights, rows
-// 0-15 then 16-31 (kTilesPerStep 2); F16 weights, the hi and lo parts of
-// rows 0-15, then of rows 16-31 (4).
-template <Type kWeights>
-constexpr int64_t kTilesPerStep = kWeights == Type::kF16 ? 4 : 2;
-
-template <Type kWeights>
-void Regroup(const TileGemmArgs& a, int64_t r0, int64_t nr, int64_t s0,
-             int64_t s1, char* band) {
-  constexpr int64_t kTiles = kTilesPerStep<kWeights>;
-  for (int h = 0; h < 2; ++h) {
-    const int64_t valid = std::clamp<int64_t>(nr - 16 * h, 0, 16);
-    const char* w = a.w + (r0 + 16 * h) * a.w_row_bytes;
-    for (int64_t s = s0; s < s1; ++s) {
-      char* tile = band + ((s - s0) * kTiles + h * (kTiles / 2)) * 1024;
-      __m512i r[16];
-      __m512i lo[16];
-      for (int i = 0; i < 16; ++i) {
-        const char* p = w + i * a.w_row_bytes + s * 64;
-        if (i >= valid) {
-          r[i] = lo[i] = _mm512_setzero_si512();
-        } else if constexpr (kWeights == Type::kF16) {
-          const SplitF16 split = SplitStep(p);
-          r[i] = split.hi;
-          lo[i] = split.lo;
-        } else {
-          r[i] = _mm512_loadu_si512(p);
-        }
-      }
-      Transpose16(r);
-      for (int j = 0; j < 16; ++j) _mm512_store_si512(tile + 64 * j, r[j]);
-      if constexpr (kWeights == Type::kF16) {
-        Transpose16(lo);
-        for (int j = 0; j < 16; ++j) {
-          _mm512_store_si512(tile + 1024 + 64 * j, lo[j]);
-        }
-      }
-    }
-  }
 }
 
 // A result tile C[c][r] for columns [c0, c0 + nc) and rows [r0, r0 + nr)
@@ -531,9 +423,8 @@ void TileMulMatQuant(const TileGemmArgs& a) {
 
 const CpuKernels& Kernels() {
   static const CpuKernels kernels = [] {
-    CpuKernels k = cpu_avx512::kKernels;
+    CpuKernels k = cpu_avx512bf16::Kernels();
     k.level = SimdLevel::kAmx;
-    k.tile_pack_bf16 = PackBf16;
     k.tile_pack_q8 = PackQ8;
     k.tile_mul_mat_bf16 = TileMulMatFloat<Type::kBF16>;
     k.tile_mul_mat_f16 = TileMulMatFloat<Type::kF16>;

@@ -17,8 +17,12 @@ extern const CpuKernels kKernels;
 namespace cpu_avx512 {
 extern const CpuKernels kKernels;
 }  // namespace cpu_avx512
+namespace cpu_avx512bf16 {
+// cpu_avx512::kKernels with BF16 weights' products of many columns.
+const CpuKernels& Kernels();
+}  // namespace cpu_avx512bf16
 namespace cpu_amx {
-// cpu_avx512::kKernels with the tile products.
+// cpu_avx512bf16::Kernels() with the tile products.
 const CpuKernels& Kernels();
 }  // namespace cpu_amx
 }  // namespace tessera

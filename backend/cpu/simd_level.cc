@@ -21,11 +21,17 @@ bool HasF16c() {
   return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
 }
 
-// AMX-TILE, AMX-INT8 and AMX-BF16 (CPUID leaf 7, EDX bits 24, 25, 22) and
-// AVX512-BF16 (leaf 7 sub-leaf 1, EAX bit 5), with Linux's permission for
-// this process to use the tile data (arch_prctl ARCH_REQ_XCOMP_PERM for
-// XTILEDATA, feature 18), asked once. A kernel that refuses it, or an
-// older kernel that does not know the request, means no tiles.
+// AVX512-BF16 (CPUID leaf 7 sub-leaf 1, EAX bit 5).
+bool HasAvx512Bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && (a & (1u << 5)) != 0;
+}
+
+// AMX-TILE, AMX-INT8 and AMX-BF16 (CPUID leaf 7, EDX bits 24, 25, 22),
+// with Linux's permission for this process to use the tile data
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, feature 18), asked once.
+// A kernel that refuses it, or an older kernel that does not know the
+// request, means no tiles.
 bool TileUnitsUsable() {
   static const bool usable = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
@@ -34,9 +40,6 @@ bool TileUnitsUsable() {
                        kAmxInt8 = 1u << 25;
     if ((d & (kAmxBf16 | kAmxTile | kAmxInt8)) !=
         (kAmxBf16 | kAmxTile | kAmxInt8)) {
-      return false;
-    }
-    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0 || (a & (1u << 5)) == 0) {
       return false;
     }
     constexpr long kArchReqXcompPerm = 0x1023;
@@ -58,7 +61,9 @@ SimdLevel DetectSimdLevel() {
                       __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512vnni");
-  if (avx512 && TileUnitsUsable()) return SimdLevel::kAmx;
+  const bool bf16 = avx512 && HasAvx512Bf16();
+  if (bf16 && TileUnitsUsable()) return SimdLevel::kAmx;
+  if (bf16) return SimdLevel::kAvx512Bf16;
   if (avx512) return SimdLevel::kAvx512;
   if (avx2) return SimdLevel::kAvx2;
 #endif
@@ -82,6 +87,8 @@ std::string_view SimdLevelName(SimdLevel level) {
       return "avx2";
     case SimdLevel::kAvx512:
       return "avx512";
+    case SimdLevel::kAvx512Bf16:
+      return "avx512bf16";
     case SimdLevel::kAmx:
       return "amx";
   }
@@ -89,13 +96,14 @@ std::string_view SimdLevelName(SimdLevel level) {
 }
 
 absl::StatusOr<SimdLevel> ParseSimdLevel(std::string_view name) {
-  for (SimdLevel level : {SimdLevel::kScalar, SimdLevel::kAvx2,
-                          SimdLevel::kAvx512, SimdLevel::kAmx}) {
+  for (SimdLevel level :
+       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512,
+        SimdLevel::kAvx512Bf16, SimdLevel::kAmx}) {
     if (name == SimdLevelName(level)) return level;
   }
   return absl::InvalidArgumentError(absl::StrFormat(
       "[ParseSimdLevel] unknown SIMD level \"%s\" (want scalar, avx2, "
-      "avx512 or amx)",
+      "avx512, avx512bf16 or amx)",
       name));
 }
 
