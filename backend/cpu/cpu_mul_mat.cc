@@ -12,7 +12,7 @@
 namespace tessera {
 namespace {
 
-enum class Path { kNone, kMatVec, kF32, kConvert, kQuant, kTiles };
+enum class Path { kNone, kMatVec, kF32, kConvert, kQuant, kTiles, kFloatGemm };
 
 bool RowStrideFits(size_t nb1, int64_t ne0) {
   return nb1 % sizeof(float) == 0 &&
@@ -30,6 +30,20 @@ void (*TileKernel(const CpuKernels& kernels, Type type))(const TileGemmArgs&) {
       return kernels.tile_mul_mat_q8_0;
     case Type::kQ4_0:
       return kernels.tile_mul_mat_q4_0;
+    default:
+      return nullptr;
+  }
+}
+
+// The level's float product of many columns for weights of `type`, or
+// null.
+void (*FloatGemmKernel(const CpuKernels& kernels,
+                       Type type))(const FloatGemmArgs&) {
+  switch (type) {
+    case Type::kF16:
+      return kernels.gemm_f16;
+    case Type::kBF16:
+      return kernels.gemm_bf16;
     default:
       return nullptr;
   }
@@ -65,6 +79,12 @@ Path PathFor(const Tensor& node, const CpuKernels& kernels) {
       a->nb[0] == Traits(a->type).type_size && b->nb[1] % sizeof(float) == 0 &&
       node.nb[1] % sizeof(float) == 0) {
     return Path::kTiles;
+  }
+  if (FloatGemmKernel(kernels, a->type) != nullptr &&
+      node.ne[1] >= kMinTileCols && k % 16 == 0 &&
+      a->nb[0] == Traits(a->type).type_size && b->nb[1] % sizeof(float) == 0 &&
+      node.nb[1] % sizeof(float) == 0) {
+    return Path::kFloatGemm;
   }
   switch (a->type) {
     case Type::kF32:
@@ -208,6 +228,28 @@ void MulMatVec(Tensor& node, const CpuComputeContext& ctx) {
     args.k = a.ne[0];
     args.dst = DstAt(node, r0, i12, i13);
     args.dst_col_stride = node.nb[1] / sizeof(float);
+    kernel(args);
+  });
+}
+
+// F16 and BF16 weights against many columns by the level's FMAs, each
+// thread with its scratch band.
+void MulMatFloatGemm(Tensor& node, const CpuComputeContext& ctx) {
+  const Tensor& a = *node.src[0];
+  auto kernel = FloatGemmKernel(*ctx.kernels, a.type);
+  char* scratch = ctx.work + ctx.ith * kFloatGemmScratchBytes;
+  ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
+    FloatGemmArgs args;
+    args.w = Src0Row(node, r0, i12, i13);
+    args.w_row_bytes = a.nb[1];
+    args.rows = r1 - r0;
+    args.x = Src1Batch(node, i12, i13);
+    args.x_col_stride = node.src[1]->nb[1] / sizeof(float);
+    args.cols = node.ne[1];
+    args.k = a.ne[0];
+    args.dst = DstAt(node, r0, i12, i13);
+    args.dst_col_stride = node.nb[1] / sizeof(float);
+    args.scratch = scratch;
     kernel(args);
   });
 }
@@ -390,6 +432,8 @@ size_t MulMatWorkSize(const Tensor& node, int nth,
     }
     case Path::kConvert:
       return static_cast<size_t>(nth) * ConvertBytesPerThread(node);
+    case Path::kFloatGemm:
+      return static_cast<size_t>(nth) * kFloatGemmScratchBytes;
     case Path::kQuant:
       return static_cast<size_t>(Src1Rows(node)) *
              ActBytesFor(node.src[0]->type, node.src[0]->ne[0]);
@@ -414,6 +458,10 @@ bool TryMulMat(Tensor& node, const CpuComputeContext& ctx) {
   }
   if (path == Path::kTiles) {
     MulMatTiles(node, ctx);
+    return true;
+  }
+  if (path == Path::kFloatGemm) {
+    MulMatFloatGemm(node, ctx);
     return true;
   }
   // OpenBLAS runs single-threaded inside each thread of the team.

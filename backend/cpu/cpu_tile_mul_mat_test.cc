@@ -1,7 +1,8 @@
-// The products of many columns of cpu_mul_mat.cc's tile path (TileGemmArgs:
-// BF16 pairs at the avx512bf16 level, the tile units at the amx level),
-// where this CPU has them: what they round and what they keep exact,
-// beyond the conformance suite's tolerances.
+// The products of many columns of cpu_mul_mat.cc (F16 and BF16 weights by
+// FMAs at the avx2 and avx512 levels, FloatGemmArgs; the tile path,
+// TileGemmArgs: BF16 pairs at the avx512bf16 level, the tile units at the
+// amx level), where this CPU has them: what they round and what they keep
+// exact, beyond the conformance suite's tolerances.
 
 #include <cmath>
 #include <cstdint>
@@ -88,6 +89,55 @@ TEST_F(TileMulMatTest, F16WeightsAreMultipliedExactly) {
       for (int64_t i = 0; i < k; ++i) want += double{w[r * k + i]} * x[c * k + i];
       EXPECT_EQ(got[c * m + r], static_cast<float>(want))
           << "row " << r << " column " << c;
+    }
+  }
+}
+
+// F16 and BF16 weights against many columns by FMAs (at the avx2 and avx512
+// levels, and F16 at the avx512bf16 level) meet the columns unrounded: the
+// result is the exact dot product to F32 summation error, where columns
+// rounded to BF16 would be visibly off. 37 rows and 20 columns leave
+// partial bands and tiles; k = 80 is a multiple of 16 but not of 32.
+TEST(FloatGemmTest, WeightsMeetColumnsUnrounded) {
+  if (DetectSimdLevel() < SimdLevel::kAvx2) {
+    GTEST_SKIP() << "this CPU has no AVX2";
+  }
+  constexpr int64_t m = 37, n = 20, k = 80;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> w(m * k), x(n * k);
+  for (float& v : w) v = uniform(rng);
+  for (float& v : x) v = uniform(rng);
+  for (SimdLevel level :
+       {SimdLevel::kAvx2, SimdLevel::kAvx512, SimdLevel::kAvx512Bf16}) {
+    if (level > DetectSimdLevel()) continue;
+    for (Type type : {Type::kF16, Type::kBF16}) {
+      // BF16 weights take the pair products from the avx512bf16 level on.
+      if (type == Type::kBF16 && level > SimdLevel::kAvx512) continue;
+      std::vector<float> wt(w);
+      for (float& v : wt) {
+        v = type == Type::kF16 ? Fp16ToFp32(Fp32ToFp16(v))
+                               : Bf16ToFp32(Fp32ToBf16(v));
+      }
+      const std::vector<float> got = Product(level, type, wt, m, x, n, k);
+      double err_exact = 0, rounding = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        for (int64_t r = 0; r < m; ++r) {
+          double exact = 0, rounded = 0;
+          for (int64_t i = 0; i < k; ++i) {
+            const float xi = x[c * k + i];
+            exact += double{wt[r * k + i]} * xi;
+            rounded += double{wt[r * k + i]} * Bf16ToFp32(Fp32ToBf16(xi));
+          }
+          err_exact = std::max(err_exact, std::abs(got[c * m + r] - exact));
+          rounding = std::max(rounding, std::abs(rounded - exact));
+        }
+      }
+      EXPECT_LT(err_exact, 2e-5)
+          << SimdLevelName(level) << " " << TypeName(type);
+      // Rounded columns would show.
+      EXPECT_GT(rounding, 1e-3)
+          << SimdLevelName(level) << " " << TypeName(type);
     }
   }
 }

@@ -126,6 +126,17 @@ struct FloatMatVecArgs {
   int64_t dst_col_stride;  // floats between destination columns
 };
 
+// A product of F16 or BF16 weights and at least kMinTileCols F32 columns
+// (cols: any count from there; k a multiple of 16) by FMAs, the weights
+// converted to F32 exactly and the columns as they are: for r < rows and
+// c < cols, dst[c * dst_col_stride + r] = dot(weight row r, x column c),
+// with each thread's scratch of kFloatGemmScratchBytes, 64-byte aligned.
+struct FloatGemmArgs : FloatMatVecArgs {
+  char* scratch;
+};
+
+inline constexpr size_t kFloatGemmScratchBytes = 32 * 256 * sizeof(float);
+
 // One block of flash attention with online softmax: nq F32 query rows
 // against n key and value rows of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 or
 // Q5_1 (values as the dequantizers make them). For each query i, with its
@@ -188,6 +199,10 @@ struct CpuKernels {
   void (*mat_vec_f32)(const FloatMatVecArgs& args);
   void (*mat_vec_f16)(const FloatMatVecArgs& args);
   void (*mat_vec_bf16)(const FloatMatVecArgs& args);
+  // Float weights times many columns (FloatGemmArgs), null at levels
+  // without them.
+  void (*gemm_f16)(const FloatGemmArgs& args);
+  void (*gemm_bf16)(const FloatGemmArgs& args);
   // The tile products (see TileGemmArgs), null at levels without tile
   // units. tile_pack_bf16 packs `cols` (<= kTileCols) F32 columns of k
   // values, x_col_stride floats apart (for BF16 and F16 weights);

@@ -54,7 +54,7 @@ constexpr int64_t kChunkBytes = 1 << 20;
 // 512-byte tile and 16 F32 scales.
 constexpr int64_t kQuantTileBytes = 512 + 64;
 
-#include "backend/cpu/kernels_bf16_x86.inc"
+#include "backend/cpu/kernels_bands_x86.inc"
 
 // ---- BF16 ----------------------------------------------------------------
 

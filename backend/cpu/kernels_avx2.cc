@@ -413,6 +413,38 @@ struct FloatVec {
   }
   static V LoadF32(const float* p) { return _mm256_loadu_ps(p); }
   static void StoreF32(float* p, V v) { _mm256_storeu_ps(p, v); }
+  // The first n (0..kWidth) floats at p, the rest 0; and their store.
+  static __m256i FirstMask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static V LoadFirst(const float* p, int n) {
+    return _mm256_maskload_ps(p, FirstMask(n));
+  }
+  static void StoreFirst(float* p, V v, int n) {
+    _mm256_maskstore_ps(p, FirstMask(n), v);
+  }
+  static V Add(V a, V b) { return _mm256_add_ps(a, b); }
+  // v[i]'s float j becomes v[j]'s float i: pairs of rows interleaved, then
+  // quads, then the 128-bit halves.
+  static void Transpose(V (&v)[kWidth]) {
+    V t[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    V u[8];  // u[4i + m], half L: float m + 4L of rows 4i..4i + 3
+    for (int i = 0; i < 2; ++i) {
+      u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+      u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+      u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+      u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; ++m) {
+      v[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+      v[m + 4] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+    }
+  }
   static V LoadF16(const uint16_t* p) {
     return _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -455,8 +487,9 @@ struct FloatVec {
 
 #include "backend/cpu/kernels_mat_vec_x86.inc"
 
-// Uses FloatVec and the readers of kernels_mat_vec_x86.inc.
+// Use FloatVec and the readers of kernels_mat_vec_x86.inc.
 #include "backend/cpu/kernels_attn_x86.inc"
+#include "backend/cpu/kernels_float_gemm_x86.inc"
 
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 2, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 2, 4>(a); }
@@ -525,6 +558,8 @@ const CpuKernels kKernels = {
     .mat_vec_f32 = MatVec<F32Weights>,
     .mat_vec_f16 = MatVec<F16Weights>,
     .mat_vec_bf16 = MatVec<BF16Weights>,
+    .gemm_f16 = FloatGemm<F16Weights>,
+    .gemm_bf16 = FloatGemm<BF16Weights>,
     .attn_block = AttnByTypes<AttnGrouped>,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,

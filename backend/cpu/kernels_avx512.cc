@@ -746,6 +746,8 @@ void Rope(const float* x, float* dst, int64_t n, int64_t pairs, bool neox,
   RopeFrom(i, x, dst, n, pairs, neox, cos, sin);
 }
 
+#include "backend/cpu/kernels_bands_x86.inc"
+
 struct FloatVec {
   using V = __m512;
   static constexpr int kWidth = 16;
@@ -800,6 +802,21 @@ struct FloatVec {
   }
   static V LoadF32(const float* p) { return _mm512_loadu_ps(p); }
   static void StoreF32(float* p, V v) { _mm512_storeu_ps(p, v); }
+  // The first n (0..kWidth) floats at p, the rest 0; and their store.
+  static V LoadFirst(const float* p, int n) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+  }
+  static void StoreFirst(float* p, V v, int n) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+  }
+  static V Add(V a, V b) { return _mm512_add_ps(a, b); }
+  // v[i]'s float j becomes v[j]'s float i.
+  static void Transpose(V (&v)[kWidth]) {
+    __m512i w[kWidth];
+    for (int i = 0; i < kWidth; ++i) w[i] = _mm512_castps_si512(v[i]);
+    Transpose16(w);
+    for (int i = 0; i < kWidth; ++i) v[i] = _mm512_castsi512_ps(w[i]);
+  }
   static V LoadF16(const uint16_t* p) {
     return _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -839,8 +856,9 @@ struct FloatVec {
 
 #include "backend/cpu/kernels_mat_vec_x86.inc"
 
-// Uses FloatVec and the readers of kernels_mat_vec_x86.inc.
+// Use FloatVec and the readers of kernels_mat_vec_x86.inc.
 #include "backend/cpu/kernels_attn_x86.inc"
+#include "backend/cpu/kernels_float_gemm_x86.inc"
 
 void MulMatQ8(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q8>, 4, 4>(a); }
 void MulMatQ4(const QuantMatMulArgs& a) { RunTiles<QuantKernel<Q4>, 4, 4>(a); }
@@ -906,6 +924,8 @@ const CpuKernels kKernels = {
     .mat_vec_f32 = MatVec<F32Weights>,
     .mat_vec_f16 = MatVec<F16Weights>,
     .mat_vec_bf16 = MatVec<BF16Weights>,
+    .gemm_f16 = FloatGemm<F16Weights>,
+    .gemm_bf16 = FloatGemm<BF16Weights>,
     .attn_block = AttnByTypes<AttnGrouped>,
     .f16_to_f32 = F16ToF32,
     .bf16_to_f32 = Bf16ToF32Generic,

@@ -6,7 +6,7 @@
 //
 // The columns are packed rounded to BF16, 32 values of 16 columns after
 // another (tile_pack_bf16, which the amx level keeps); the weights stay
-// exact. Weight rows go in bands of 32, regrouped (kernels_bf16_x86.inc)
+// exact. Weight rows go in bands of 32, regrouped (kernels_bands_x86.inc)
 // once per band and chunk of k: per 32-value step, word j of each row (its
 // values 2j and 2j + 1) for rows 0-15, then rows 16-31, 64 bytes a word.
 // A product broadcasts word j of a column and meets those 64 bytes, so
@@ -31,7 +31,7 @@
 namespace tessera::cpu_avx512bf16 {
 namespace {
 
-#include "backend/cpu/kernels_bf16_x86.inc"
+#include "backend/cpu/kernels_bands_x86.inc"
 
 // Packed columns a chunk of k may take: half of a Zen 4 core's 1 MiB
 // second-level cache, leaving room for the weight band.
