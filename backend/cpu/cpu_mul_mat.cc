@@ -212,45 +212,41 @@ void MulMatConvert(Tensor& node, const CpuComputeContext& ctx) {
   });
 }
 
+// The operands of a float product for src0 rows [r0, r1) of dst batch
+// (i12, i13), against every src1 column.
+FloatMatVecArgs FloatProductArgs(const Tensor& node, int64_t i12, int64_t i13,
+                                 int64_t r0, int64_t r1) {
+  const Tensor& a = *node.src[0];
+  FloatMatVecArgs args;
+  args.w = Src0Row(node, r0, i12, i13);
+  args.w_row_bytes = a.nb[1];
+  args.rows = r1 - r0;
+  args.x = Src1Batch(node, i12, i13);
+  args.x_col_stride = node.src[1]->nb[1] / sizeof(float);
+  args.cols = node.ne[1];
+  args.k = a.ne[0];
+  args.dst = DstAt(node, r0, i12, i13);
+  args.dst_col_stride = node.nb[1] / sizeof(float);
+  return args;
+}
+
 void MulMatVec(Tensor& node, const CpuComputeContext& ctx) {
   const Tensor& a = *node.src[0];
   auto kernel = a.type == Type::kF32   ? ctx.kernels->mat_vec_f32
                 : a.type == Type::kF16 ? ctx.kernels->mat_vec_f16
                                        : ctx.kernels->mat_vec_bf16;
   ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
-    FloatMatVecArgs args;
-    args.w = Src0Row(node, r0, i12, i13);
-    args.w_row_bytes = a.nb[1];
-    args.rows = r1 - r0;
-    args.x = Src1Batch(node, i12, i13);
-    args.x_col_stride = node.src[1]->nb[1] / sizeof(float);
-    args.cols = node.ne[1];
-    args.k = a.ne[0];
-    args.dst = DstAt(node, r0, i12, i13);
-    args.dst_col_stride = node.nb[1] / sizeof(float);
-    kernel(args);
+    kernel(FloatProductArgs(node, i12, i13, r0, r1));
   });
 }
 
 // F16 and BF16 weights against many columns by the level's FMAs, each
 // thread with its scratch band.
 void MulMatFloatGemm(Tensor& node, const CpuComputeContext& ctx) {
-  const Tensor& a = *node.src[0];
-  auto kernel = FloatGemmKernel(*ctx.kernels, a.type);
+  auto kernel = FloatGemmKernel(*ctx.kernels, node.src[0]->type);
   char* scratch = ctx.work + ctx.ith * kFloatGemmScratchBytes;
   ForEachPart(node, ctx, [&](int64_t i12, int64_t i13, int64_t r0, int64_t r1) {
-    FloatGemmArgs args;
-    args.w = Src0Row(node, r0, i12, i13);
-    args.w_row_bytes = a.nb[1];
-    args.rows = r1 - r0;
-    args.x = Src1Batch(node, i12, i13);
-    args.x_col_stride = node.src[1]->nb[1] / sizeof(float);
-    args.cols = node.ne[1];
-    args.k = a.ne[0];
-    args.dst = DstAt(node, r0, i12, i13);
-    args.dst_col_stride = node.nb[1] / sizeof(float);
-    args.scratch = scratch;
-    kernel(args);
+    kernel(FloatGemmArgs{FloatProductArgs(node, i12, i13, r0, r1), scratch});
   });
 }
 

@@ -135,6 +135,7 @@ struct FloatGemmArgs : FloatMatVecArgs {
   char* scratch;
 };
 
+// A band of 32 weight rows' 256 values as F32.
 inline constexpr size_t kFloatGemmScratchBytes = 32 * 256 * sizeof(float);
 
 // One block of flash attention with online softmax: nq F32 query rows
