@@ -69,22 +69,21 @@ Path PathFor(const Tensor& node, const CpuKernels& kernels) {
       RowStrideFits(b->nb[1], k) && RowStrideFits(node.nb[1], m);
   const bool float_weights = a->type == Type::kF32 || a->type == Type::kF16 ||
                              a->type == Type::kBF16;
-  if (float_weights && node.ne[1] <= kMaxMatVecCols &&
-      a->nb[0] == Traits(a->type).type_size && b->nb[1] % sizeof(float) == 0 &&
-      node.nb[1] % sizeof(float) == 0) {
+  // The level's own products read src0 rows of values as they lie and
+  // src1 and dst columns of whole floats.
+  const bool own_strides = a->nb[0] == Traits(a->type).type_size &&
+                           b->nb[1] % sizeof(float) == 0 &&
+                           node.nb[1] % sizeof(float) == 0;
+  if (own_strides && float_weights && node.ne[1] <= kMaxMatVecCols) {
     return Path::kMatVec;
   }
-  if (TileKernel(kernels, a->type) != nullptr &&
-      node.ne[1] >= kMinTileCols && k % 32 == 0 &&
-      a->nb[0] == Traits(a->type).type_size && b->nb[1] % sizeof(float) == 0 &&
-      node.nb[1] % sizeof(float) == 0) {
-    return Path::kTiles;
-  }
-  if (FloatGemmKernel(kernels, a->type) != nullptr &&
-      node.ne[1] >= kMinTileCols && k % 16 == 0 &&
-      a->nb[0] == Traits(a->type).type_size && b->nb[1] % sizeof(float) == 0 &&
-      node.nb[1] % sizeof(float) == 0) {
-    return Path::kFloatGemm;
+  if (own_strides && node.ne[1] >= kMinTileCols) {
+    if (TileKernel(kernels, a->type) != nullptr && k % 32 == 0) {
+      return Path::kTiles;
+    }
+    if (FloatGemmKernel(kernels, a->type) != nullptr && k % 16 == 0) {
+      return Path::kFloatGemm;
+    }
   }
   switch (a->type) {
     case Type::kF32:

@@ -4,6 +4,7 @@
 // amx level), where this CPU has them: what they round and what they keep
 // exact, beyond the conformance suite's tolerances.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -52,6 +53,36 @@ std::vector<float> Product(SimdLevel level, Type type,
       out->buffer->GetTensor(*out, got.data(), 0, got.size() * sizeof(float))
           .ok());
   return got;
+}
+
+// How far a product's dst (`got`, from Product) lies from the dot products,
+// in double precision, of the weights w with the columns x as they are
+// (exact) and with the columns rounded to BF16 (rounded), and how far
+// those two lie apart (rounding): each the largest over dst.
+struct Distances {
+  double exact = 0;
+  double rounded = 0;
+  double rounding = 0;
+};
+
+Distances DistancesOf(const std::vector<float>& got,
+                      const std::vector<float>& w, int64_t m,
+                      const std::vector<float>& x, int64_t n, int64_t k) {
+  Distances d;
+  for (int64_t c = 0; c < n; ++c) {
+    for (int64_t r = 0; r < m; ++r) {
+      double exact = 0, rounded = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const float xi = x[c * k + i];
+        exact += double{w[r * k + i]} * xi;
+        rounded += double{w[r * k + i]} * Bf16ToFp32(Fp32ToBf16(xi));
+      }
+      d.exact = std::max(d.exact, std::abs(got[c * m + r] - exact));
+      d.rounded = std::max(d.rounded, std::abs(got[c * m + r] - rounded));
+      d.rounding = std::max(d.rounding, std::abs(rounded - exact));
+    }
+  }
+  return d;
 }
 
 class TileMulMatTest : public testing::Test {
@@ -119,24 +150,11 @@ TEST(FloatGemmTest, WeightsMeetColumnsUnrounded) {
         v = type == Type::kF16 ? Fp16ToFp32(Fp32ToFp16(v))
                                : Bf16ToFp32(Fp32ToBf16(v));
       }
-      const std::vector<float> got = Product(level, type, wt, m, x, n, k);
-      double err_exact = 0, rounding = 0;
-      for (int64_t c = 0; c < n; ++c) {
-        for (int64_t r = 0; r < m; ++r) {
-          double exact = 0, rounded = 0;
-          for (int64_t i = 0; i < k; ++i) {
-            const float xi = x[c * k + i];
-            exact += double{wt[r * k + i]} * xi;
-            rounded += double{wt[r * k + i]} * Bf16ToFp32(Fp32ToBf16(xi));
-          }
-          err_exact = std::max(err_exact, std::abs(got[c * m + r] - exact));
-          rounding = std::max(rounding, std::abs(rounded - exact));
-        }
-      }
-      EXPECT_LT(err_exact, 2e-5)
-          << SimdLevelName(level) << " " << TypeName(type);
+      const Distances d =
+          DistancesOf(Product(level, type, wt, m, x, n, k), wt, m, x, n, k);
+      EXPECT_LT(d.exact, 2e-5) << SimdLevelName(level) << " " << TypeName(type);
       // Rounded columns would show.
-      EXPECT_GT(rounding, 1e-3)
+      EXPECT_GT(d.rounding, 1e-3)
           << SimdLevelName(level) << " " << TypeName(type);
     }
   }
@@ -166,26 +184,12 @@ TEST(Bf16ProductTest, ColumnsAreRoundedToBf16) {
       if (type == Type::kF16) {
         for (float& v : wt) v = Fp16ToFp32(Fp32ToFp16(v));
       }
-      const std::vector<float> got = Product(level, type, wt, m, x, n, k);
-      double err_rounded = 0, err_exact = 0;
-      for (int64_t c = 0; c < n; ++c) {
-        for (int64_t r = 0; r < m; ++r) {
-          double rounded = 0, exact = 0;
-          for (int64_t i = 0; i < k; ++i) {
-            const float xi = x[c * k + i];
-            rounded += double{wt[r * k + i]} * Bf16ToFp32(Fp32ToBf16(xi));
-            exact += double{wt[r * k + i]} * xi;
-          }
-          err_rounded =
-              std::max(err_rounded, std::abs(got[c * m + r] - rounded));
-          err_exact = std::max(err_exact, std::abs(got[c * m + r] - exact));
-        }
-      }
-      EXPECT_LT(err_rounded, 1e-5)
+      const Distances d =
+          DistancesOf(Product(level, type, wt, m, x, n, k), wt, m, x, n, k);
+      EXPECT_LT(d.rounded, 1e-5)
           << SimdLevelName(level) << " " << TypeName(type);
       // The rounding is visible: unrounded columns would differ.
-      EXPECT_GT(err_exact, 1e-3)
-          << SimdLevelName(level) << " " << TypeName(type);
+      EXPECT_GT(d.exact, 1e-3) << SimdLevelName(level) << " " << TypeName(type);
     }
   }
 }
