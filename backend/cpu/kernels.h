@@ -173,6 +173,25 @@ struct AttnBlockArgs {
   float* acc;
 };
 
+// RoPE of `rows` rows of n floats at one position: each row's first
+// 2 * pairs values rotated by the pair angles (cos, sin already scaled),
+// the rest copied; dst may alias x. NeoX pairs (i, i + pairs) take cos[i]
+// and sin[i]; normal pairs (2i, 2i + 1) take them spread over the pair's
+// values, sin with the sign of its term (RopeAngleCache's layout): cos[2i]
+// = cos[2i + 1] = cos_i, -sin[2i] = sin[2i + 1] = sin_i.
+struct RopeArgs {
+  const float* x;  // row 0
+  size_t x_row_bytes;
+  float* dst;
+  size_t dst_row_bytes;
+  int64_t rows;
+  int64_t n;
+  int64_t pairs;
+  bool neox;
+  const float* cos;
+  const float* sin;
+};
+
 enum class BinaryKind { kAdd, kSub, kMul, kDiv };
 
 // Activations: SiLU x / (1 + e^-x) and GELU in its tanh form
@@ -248,11 +267,7 @@ struct CpuKernels {
   // x.
   void (*soft_max)(const float* x, const float* mask, float* dst, int64_t n,
                    float scale, float slope);
-  // Rotates the first 2 * pairs values of x by the pair angles (cos, sin
-  // already scaled), NeoX pairs (i, i + pairs) or normal pairs (2i, 2i + 1),
-  // and copies the rest of the n values; dst may alias x.
-  void (*rope)(const float* x, float* dst, int64_t n, int64_t pairs,
-               bool neox, const float* cos, const float* sin);
+  void (*rope)(const RopeArgs& args);
 };
 
 // The kernels of `level`; the caller makes sure the CPU supports it.

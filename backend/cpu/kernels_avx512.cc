@@ -809,12 +809,11 @@ float ExpShiftedSum16(float* x, int64_t n, float max) {
   return sum;
 }
 
-// RopeGeneric 16 values at a time: NeoX pairs from the row's two halves;
-// normal pairs (2i, 2i + 1) with each pair's cos and sin spread over its
-// two lanes and the pair swapped in-lane, so that one fmaddsub gives x0 c -
-// x1 s in the even lanes and x1 c + x0 s in the odd.
-void Rope(const float* x, float* dst, int64_t n, int64_t pairs, bool neox,
-          const float* cos, const float* sin) {
+// RopeRowGeneric 16 values at a time: NeoX pairs from the row's two halves;
+// normal pairs (2i, 2i + 1) against their spread cos and signed sin, the
+// pair swapped in-lane for the second product.
+void RopeRow(const float* x, float* dst, int64_t n, int64_t pairs, bool neox,
+             const float* cos, const float* sin) {
   int64_t i = 0;
   if (neox) {
     for (; i + 16 <= pairs; i += 16) {
@@ -827,19 +826,14 @@ void Rope(const float* x, float* dst, int64_t n, int64_t pairs, bool neox,
                        _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
     }
   } else {
-    const __m512i spread = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4,  //
-                                            3, 3, 2, 2, 1, 1, 0, 0);
-    auto spread_pairs = [&](const float* p) {
-      return _mm512_permutexvar_ps(
-          spread, _mm512_castps256_ps512(_mm256_loadu_ps(p)));
-    };
     for (; i + 8 <= pairs; i += 8) {
       const __m512 v = _mm512_loadu_ps(x + 2 * i);
       const __m512 swapped = _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
       _mm512_storeu_ps(
           dst + 2 * i,
-          _mm512_fmaddsub_ps(v, spread_pairs(cos + i),
-                             _mm512_mul_ps(swapped, spread_pairs(sin + i))));
+          _mm512_fmadd_ps(
+              v, _mm512_loadu_ps(cos + 2 * i),
+              _mm512_mul_ps(swapped, _mm512_loadu_ps(sin + 2 * i))));
     }
   }
   RopeFrom(i, x, dst, n, pairs, neox, cos, sin);
@@ -1040,7 +1034,7 @@ const CpuKernels kKernels = {
     .act = ActGeneric,
     .norm = NormGeneric,
     .soft_max = SoftMaxWith<ExpShiftedSum16>,
-    .rope = Rope,
+    .rope = RopeRows<RopeRow>,
 };
 
 }  // namespace tessera::cpu_avx512

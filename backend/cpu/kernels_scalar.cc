@@ -332,7 +332,7 @@ const CpuKernels kKernels = {
     .act = ActGeneric,
     .norm = NormGeneric,
     .soft_max = SoftMaxGeneric,
-    .rope = RopeGeneric,
+    .rope = RopeRows<RopeRowGeneric>,
 };
 
 }  // namespace tessera::cpu_scalar

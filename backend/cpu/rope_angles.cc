@@ -14,8 +14,9 @@ RopeAngleCache::RopeAngleCache(const Tensor& node) {
   step_s_.resize(pairs);
   c_.resize(pairs);
   s_.resize(pairs);
-  cos_f_.resize(pairs);
-  sin_f_.resize(pairs);
+  spread_ = node.op_params[2] != kRopeNeox;
+  cos_f_.resize(spread_ ? 2 * pairs : pairs);
+  sin_f_.resize(cos_f_.size());
   mscale_ = f.mscale;
   for (size_t i = 0; i < pairs; ++i) {
     k_[i] = f.extrap[i] * (f.freq_scale * (1.0 - f.ramp[i]) + f.ramp[i]);
@@ -43,9 +44,20 @@ void RopeAngleCache::At(int64_t pos) {
     }
     steps_ = 0;
   }
-  for (size_t i = 0; i < pairs; ++i) {
-    cos_f_[i] = static_cast<float>(c_[i] * mscale_);
-    sin_f_[i] = static_cast<float>(s_[i] * mscale_);
+  if (spread_) {
+    for (size_t i = 0; i < pairs; ++i) {
+      const float c = static_cast<float>(c_[i] * mscale_);
+      const float s = static_cast<float>(s_[i] * mscale_);
+      cos_f_[2 * i] = c;
+      cos_f_[2 * i + 1] = c;
+      sin_f_[2 * i] = -s;
+      sin_f_[2 * i + 1] = s;
+    }
+  } else {
+    for (size_t i = 0; i < pairs; ++i) {
+      cos_f_[i] = static_cast<float>(c_[i] * mscale_);
+      sin_f_[i] = static_cast<float>(s_[i] * mscale_);
+    }
   }
   pos_ = pos;
   valid_ = true;

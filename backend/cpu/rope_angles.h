@@ -22,14 +22,15 @@ class RopeAngleCache {
   // now.
   explicit RopeAngleCache(const Tensor& node);
 
-  // cos and sin of each pair at `pos`, scaled by mscale, as floats; valid
-  // until the next call.
+  // cos and sin of each pair at `pos`, scaled by mscale, as floats, in the
+  // layout of CpuKernels::rope (spread over both values of a pair for a
+  // normal-mode node); valid until the next call.
   void At(int64_t pos);
   const float* cos() const { return cos_f_.data(); }
   const float* sin() const { return sin_f_.data(); }
 
  private:
-  static constexpr int kRecompute = 32;
+  static constexpr int kRecompute = 1024;
 
   std::vector<double> k_;      // angle per position step, per pair
   std::vector<double> step_c_;  // cos(k_i), sin(k_i)
@@ -39,6 +40,7 @@ class RopeAngleCache {
   std::vector<double> s_;
   std::vector<float> cos_f_;
   std::vector<float> sin_f_;
+  bool spread_ = false;  // normal mode: pairs (2i, 2i + 1)
   bool valid_ = false;
   int64_t pos_ = 0;
   int steps_ = 0;  // rotations since the last direct evaluation

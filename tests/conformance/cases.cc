@@ -804,6 +804,9 @@ void AddRopeCases(CaseList& cases) {
       {"n_dims 44", {48, 3, 4, 1}, kC, steps},
       {"n_dims 64", {64, 4, 5, 1}, kS, full},
       {"n_dims 64 ne3 3", {64, 4, 5, 3}, kC, full},
+      // Enough values for two threads (CpuIsParallelWorthy), the second's
+      // rows starting inside a position's heads.
+      {"n_dims 64 two threads", {64, 5, 209, 1}, kC, full},
   };
   for (Type t : {kF32, kF16}) {
     for (int32_t mode : {kRopeNormal, kRopeNeox}) {
