@@ -38,10 +38,13 @@
 // streaming-read bandwidth / those bytes, counted over the decode steps'
 // mean position.
 // Bandwidth: two threads summing a buffer much larger than the caches
-// (prefetching as the kernels do), the best of several passes, measured
-// before the table (and again after it, printed as a check of the
-// machine's drift). tp reads its mirrored weights (norms, output) on both
-// members, and its limit counts them twice.
+// (prefetching as the kernels do). The CPU modes' limit is a pass over 256
+// MiB after every decode step of the timed rounds (interleaved with the
+// modes' steps, GB/s over the round, median over rounds): on a VM whose
+// bandwidth moves between minutes, a read at another time would hold the
+// decode against another machine. A 1 GiB read before and after the table
+// (best of 5) shows the drift. tp reads its mirrored weights (norms,
+// output) on both members, and its limit counts them twice.
 //
 // Correctness: the first mode (the reference) decodes greedily; the others
 // are fed its tokens (teacher-forced), and their argmax of the prompt's
