@@ -601,9 +601,9 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
 //    activation's scales and scaled sums (a quarter of the offset term per
 //    lane) are spread once per step for all rows, and the offset is taken
 //    off in the row's accumulator.
-// Each load is a whole 64 bytes of the step, where QuantKernel's tiles load
-// each block's 32 levels and scale on their own, straddling cache lines.
-// Streaming a 1.1 B model's matrices (1.1 GB of Q8_0, k = 2048) from memory
+// Four 64-byte loads per row and step, where QuantKernel's tiles load each
+// block's 32 levels and its scale on their own (eight loads for the same
+// bytes). Streaming a 1.1 B model's matrices (1.1 GB of Q8_0, k = 2048) from memory
 // on two threads of a Zen 4 VM, in minutes when a plain read ran at 50-55
 // GB/s, the tiles read the weights at 33 GB/s and this kernel at 47-50 (at
 // 30-33 GB/s when the read did, as the tiles).
