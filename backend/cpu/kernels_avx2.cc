@@ -425,6 +425,12 @@ struct FloatVec {
     _mm256_maskstore_ps(p, FirstMask(n), v);
   }
   static V Add(V a, V b) { return _mm256_add_ps(a, b); }
+  // a * b - c, rounded once.
+  static V FmaSub(V a, V b, V c) { return _mm256_fmsub_ps(a, b, c); }
+  // Each pair of floats (2i, 2i + 1) swapped.
+  static V SwapPairs(V v) {
+    return _mm256_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
+  }
   // v[i]'s float j becomes v[j]'s float i: pairs of rows interleaved, then
   // quads, then the 128-bit halves.
   static void Transpose(V (&v)[kWidth]) {
@@ -485,35 +491,8 @@ struct FloatVec {
   static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
 };
 
-// RopeRowGeneric 8 values at a time, as the AVX-512 level's RopeRow.
-void RopeRow(const float* x, float* dst, int64_t n, int64_t pairs, bool neox,
-             const float* cos, const float* sin) {
-  int64_t i = 0;
-  if (neox) {
-    for (; i + 8 <= pairs; i += 8) {
-      const __m256 x0 = _mm256_loadu_ps(x + i);
-      const __m256 x1 = _mm256_loadu_ps(x + i + pairs);
-      const __m256 c = _mm256_loadu_ps(cos + i);
-      const __m256 s = _mm256_loadu_ps(sin + i);
-      _mm256_storeu_ps(dst + i, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)));
-      _mm256_storeu_ps(dst + i + pairs,
-                       _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
-    }
-  } else {
-    for (; i + 4 <= pairs; i += 4) {
-      const __m256 v = _mm256_loadu_ps(x + 2 * i);
-      const __m256 swapped = _mm256_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
-      _mm256_storeu_ps(
-          dst + 2 * i,
-          _mm256_fmadd_ps(
-              v, _mm256_loadu_ps(cos + 2 * i),
-              _mm256_mul_ps(swapped, _mm256_loadu_ps(sin + 2 * i))));
-    }
-  }
-  RopeFrom(i, x, dst, n, pairs, neox, cos, sin);
-}
-
 #include "backend/cpu/kernels_mat_vec_x86.inc"
+#include "backend/cpu/kernels_rope_x86.inc"
 
 // Use FloatVec and the readers of kernels_mat_vec_x86.inc.
 #include "backend/cpu/kernels_attn_x86.inc"

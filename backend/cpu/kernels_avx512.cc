@@ -313,27 +313,50 @@ float BlockDot(const typename T::Block& w, const int8_t* q, float da,
   return BlockTerm<T>(w, HorizontalSum(_mm256_cvtepi32_ps(dot)), da, sa);
 }
 
+// What the four-block column kernels read besides a step's weights: rows
+// r0 .. r0 + 3 (the last of `rows` repeated where rows < 4) and the
+// activation row's levels q, scales da and scaled sums sa (ActRowBytes).
+struct QuadColumnOperands {
+  QuadColumnOperands(const QuantMatMulArgs& a, int64_t r0, int rows)
+      : nb(a.k / 32),
+        q(reinterpret_cast<const int8_t*>(a.act)),
+        da(reinterpret_cast<const float*>(a.act + a.k)),
+        sa(da + nb) {
+    for (int r = 0; r < 4; ++r) {
+      w[r] = a.w + (r0 + std::min(r, rows - 1)) * a.w_row_bytes;
+    }
+  }
+  // The activation's 128 values of blocks b .. b + 3 as the blocks' first
+  // 16 values (lo) and their last 16 (hi), block j in 128-bit lane j.
+  void Halves(int64_t b, __m512i& lo, __m512i& hi) const {
+    const __m512i q0 = _mm512_loadu_si512(q + 32 * b);
+    const __m512i q1 = _mm512_loadu_si512(q + 32 * b + 64);
+    lo = _mm512_shuffle_i64x2(q0, q1, 0x88);
+    hi = _mm512_shuffle_i64x2(q0, q1, 0xDD);
+  }
+  int64_t nb;  // blocks per row
+  const char* w[4];
+  const int8_t* q;
+  const float* da;
+  const float* sa;
+};
+
 // The end of a four-block column kernel: dst[r] = row r's sum of acc[r],
 // its four lanes of `offset` (the activation's scaled sums times dw, less
 // kOffset times them, or times mw, added) and the blocks from b on, which
 // fill no step, for r < R.
 template <typename T, int R>
 void StoreQuadRows(const __m512 (&acc)[R], __m512 offset,
-                   const char* const (&w)[4], const QuantMatMulArgs& a,
-                   int64_t b, float* dst) {
-  const int64_t nb = a.k / 32;
-  const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
-  const float* da = reinterpret_cast<const float*>(a.act + a.k);
-  const float* sa = da + nb;
+                   const QuadColumnOperands& in, int64_t b, float* dst) {
   alignas(64) float offsets[16];
   _mm512_store_ps(offsets, offset);
   for (int r = 0; r < R; ++r) {
     const float* o = offsets + 4 * r;
     float sum = _mm512_reduce_add_ps(acc[r]) +
                 OffsetTerm<T>((o[0] + o[1]) + (o[2] + o[3]));
-    const auto* row = reinterpret_cast<const typename T::Block*>(w[r]);
-    for (int64_t i = b; i < nb; ++i) {
-      sum += BlockDot<T>(row[i], q + 32 * i, da[i], sa[i]);
+    const auto* row = reinterpret_cast<const typename T::Block*>(in.w[r]);
+    for (int64_t i = b; i < in.nb; ++i) {
+      sum += BlockDot<T>(row[i], in.q + 32 * i, in.da[i], in.sa[i]);
     }
     dst[r] = sum;
   }
@@ -403,14 +426,9 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
     }
     return x;
   }();
-  const int64_t nb = a.k / 32;
-  const char* w[4];
-  for (int r = 0; r < 4; ++r) {
-    w[r] = a.w + (r0 + std::min(r, R - 1)) * a.w_row_bytes;
-  }
-  const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
-  const float* da = reinterpret_cast<const float*>(a.act + a.k);
-  const float* sa = da + nb;
+  const QuadColumnOperands in(a, r0, R);
+  const int64_t nb = in.nb;
+  const char* const* w = in.w;
   const __m512i nibble_words = _mm512_load_si512(kIndices.nibbles);
   const __m512i scales01 = _mm512_load_si512(kIndices.scales[0]);
   const __m512i scales23 = _mm512_load_si512(kIndices.scales[1]);
@@ -432,7 +450,7 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
         0xFF00FF00, _mm512_permutex2var_epi16(head[0], scales01, head[1]),
         _mm512_permutex2var_epi16(head[2], scales23, head[3]));
     const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(words));
-    const __m512 act_s = _mm512_broadcast_f32x4(_mm_loadu_ps(sa + b));
+    const __m512 act_s = _mm512_broadcast_f32x4(_mm_loadu_ps(in.sa + b));
     if constexpr (T::kHasMin) {
       const __m512 mw = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(words, 1));
       offset = _mm512_fmadd_ps(mw, act_s, offset);
@@ -440,13 +458,9 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
       offset = _mm512_fmadd_ps(dw, act_s, offset);
     }
     const __m512 scales =
-        _mm512_mul_ps(dw, _mm512_broadcast_f32x4(_mm_loadu_ps(da + b)));
-    // The activation's 128 values as the blocks' first 16 values (q_lo)
-    // and their last 16 (q_hi).
-    const __m512i q0 = _mm512_loadu_si512(q + 32 * b);
-    const __m512i q1 = _mm512_loadu_si512(q + 32 * b + 64);
-    const __m512i q_lo = _mm512_shuffle_i64x2(q0, q1, 0x88);
-    const __m512i q_hi = _mm512_shuffle_i64x2(q0, q1, 0xDD);
+        _mm512_mul_ps(dw, _mm512_broadcast_f32x4(_mm_loadu_ps(in.da + b)));
+    __m512i q_lo, q_hi;
+    in.Halves(b, q_lo, q_hi);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       prefetch.template Lines<4 * kBlockBytes>(w[r] + at, at);
@@ -462,7 +476,7 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
                                _mm512_permutexvar_ps(spread[r], scales), acc[r]);
     }
   }
-  StoreQuadRows<T>(acc, offset, w, a, b, a.dst + r0);
+  StoreQuadRows<T>(acc, offset, in, b, a.dst + r0);
 }
 
 // Q5_0 and Q5_1 (T: Q5, Q5Min) against one activation column, up to four
@@ -521,14 +535,9 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
     }
     return x;
   }();
-  const int64_t nb = a.k / 32;
-  const char* w[4];
-  for (int r = 0; r < 4; ++r) {
-    w[r] = a.w + (r0 + std::min(r, R - 1)) * a.w_row_bytes;
-  }
-  const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
-  const float* da = reinterpret_cast<const float*>(a.act + a.k);
-  const float* sa = da + nb;
+  const QuadColumnOperands in(a, r0, R);
+  const int64_t nb = in.nb;
+  const char* const* w = in.w;
   const __m512i nibble_words = _mm512_load_si512(kIndices.nibbles);
   const __m512i header_words = _mm512_load_si512(kIndices.header);
   __m512i spread[R];
@@ -542,12 +551,8 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const int64_t at = b * kBlockBytes;
-    // The activation's 128 values as the blocks' first 16 values (q_lo)
-    // and their last 16 (q_hi).
-    const __m512i q0 = _mm512_loadu_si512(q + 32 * b);
-    const __m512i q1 = _mm512_loadu_si512(q + 32 * b + 64);
-    const __m512i q_lo = _mm512_shuffle_i64x2(q0, q1, 0x88);
-    const __m512i q_hi = _mm512_shuffle_i64x2(q0, q1, 0xDD);
+    __m512i q_lo, q_hi;
+    in.Halves(b, q_lo, q_hi);
     __m512i dot[R];
     __m512 dw = _mm512_setzero_ps();
     __m512 mw = _mm512_setzero_ps();
@@ -576,10 +581,10 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
       dot[r] = _mm512_dpbusd_epi32(
           _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, q_lo), hi, q_hi);
     }
-    const __m512 act_s = _mm512_broadcast_f32x4(_mm_loadu_ps(sa + b));
+    const __m512 act_s = _mm512_broadcast_f32x4(_mm_loadu_ps(in.sa + b));
     offset = _mm512_fmadd_ps(T::kHasMin ? mw : dw, act_s, offset);
     const __m512 scales =
-        _mm512_mul_ps(dw, _mm512_broadcast_f32x4(_mm_loadu_ps(da + b)));
+        _mm512_mul_ps(dw, _mm512_broadcast_f32x4(_mm_loadu_ps(in.da + b)));
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       acc[r] =
@@ -587,7 +592,7 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
                           _mm512_permutexvar_ps(spread[r], scales), acc[r]);
     }
   }
-  StoreQuadRows<T>(acc, offset, w, a, b, a.dst + r0);
+  StoreQuadRows<T>(acc, offset, in, b, a.dst + r0);
 }
 
 // Q8_0 against one activation column, up to four rows at a time, four
@@ -635,14 +640,9 @@ void Q8QuadColumn(const QuantMatMulArgs& a, int64_t r0) {
     }
     return x;
   }();
-  const int64_t nb = a.k / 32;
-  const char* w[4];
-  for (int r = 0; r < 4; ++r) {
-    w[r] = a.w + (r0 + std::min(r, R - 1)) * a.w_row_bytes;
-  }
-  const int8_t* q = reinterpret_cast<const int8_t*>(a.act);
-  const float* da = reinterpret_cast<const float*>(a.act + a.k);
-  const float* sa = da + nb;
+  const QuadColumnOperands in(a, r0, R);
+  const int64_t nb = in.nb;
+  const char* const* w = in.w;
   const __m512i first_words = _mm512_load_si512(kIndices.first);
   const __m512i last_words = _mm512_load_si512(kIndices.last);
   const __m512i scale_words = _mm512_load_si512(kIndices.scales);
@@ -655,16 +655,14 @@ void Q8QuadColumn(const QuantMatMulArgs& a, int64_t r0) {
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const int64_t at = b * kBlockBytes;
-    const __m512i q0 = _mm512_loadu_si512(q + 32 * b);
-    const __m512i q1 = _mm512_loadu_si512(q + 32 * b + 64);
-    const __m512i q_lo = _mm512_shuffle_i64x2(q0, q1, 0x88);
-    const __m512i q_hi = _mm512_shuffle_i64x2(q0, q1, 0xDD);
+    __m512i q_lo, q_hi;
+    in.Halves(b, q_lo, q_hi);
     const __m512 act_d = _mm512_permutexvar_ps(
-        spread, _mm512_castps128_ps512(_mm_loadu_ps(da + b)));
-    const __m512 act_s =
-        _mm512_mul_ps(_mm512_permutexvar_ps(
-                          spread, _mm512_castps128_ps512(_mm_loadu_ps(sa + b))),
-                      quarter_offset);
+        spread, _mm512_castps128_ps512(_mm_loadu_ps(in.da + b)));
+    const __m512 act_s = _mm512_mul_ps(
+        _mm512_permutexvar_ps(spread,
+                              _mm512_castps128_ps512(_mm_loadu_ps(in.sa + b))),
+        quarter_offset);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       prefetch.template Lines<4 * kBlockBytes>(w[r] + at, at);
@@ -686,7 +684,7 @@ void Q8QuadColumn(const QuantMatMulArgs& a, int64_t r0) {
     }
   }
   // The offset terms are in the accumulators already.
-  StoreQuadRows<Q8>(acc, _mm512_setzero_ps(), w, a, b, a.dst + r0);
+  StoreQuadRows<Q8>(acc, _mm512_setzero_ps(), in, b, a.dst + r0);
 }
 
 // The largest magnitude of n values (n a multiple of 16), NaN if any is
@@ -809,36 +807,6 @@ float ExpShiftedSum16(float* x, int64_t n, float max) {
   return sum;
 }
 
-// RopeRowGeneric 16 values at a time: NeoX pairs from the row's two halves;
-// normal pairs (2i, 2i + 1) against their spread cos and signed sin, the
-// pair swapped in-lane for the second product.
-void RopeRow(const float* x, float* dst, int64_t n, int64_t pairs, bool neox,
-             const float* cos, const float* sin) {
-  int64_t i = 0;
-  if (neox) {
-    for (; i + 16 <= pairs; i += 16) {
-      const __m512 x0 = _mm512_loadu_ps(x + i);
-      const __m512 x1 = _mm512_loadu_ps(x + i + pairs);
-      const __m512 c = _mm512_loadu_ps(cos + i);
-      const __m512 s = _mm512_loadu_ps(sin + i);
-      _mm512_storeu_ps(dst + i, _mm512_fmsub_ps(x0, c, _mm512_mul_ps(x1, s)));
-      _mm512_storeu_ps(dst + i + pairs,
-                       _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
-    }
-  } else {
-    for (; i + 8 <= pairs; i += 8) {
-      const __m512 v = _mm512_loadu_ps(x + 2 * i);
-      const __m512 swapped = _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
-      _mm512_storeu_ps(
-          dst + 2 * i,
-          _mm512_fmadd_ps(
-              v, _mm512_loadu_ps(cos + 2 * i),
-              _mm512_mul_ps(swapped, _mm512_loadu_ps(sin + 2 * i))));
-    }
-  }
-  RopeFrom(i, x, dst, n, pairs, neox, cos, sin);
-}
-
 #include "backend/cpu/kernels_bands_x86.inc"
 
 struct FloatVec {
@@ -903,6 +871,12 @@ struct FloatVec {
     _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
   }
   static V Add(V a, V b) { return _mm512_add_ps(a, b); }
+  // a * b - c, rounded once.
+  static V FmaSub(V a, V b, V c) { return _mm512_fmsub_ps(a, b, c); }
+  // Each pair of floats (2i, 2i + 1) swapped.
+  static V SwapPairs(V v) {
+    return _mm512_permute_ps(v, _MM_SHUFFLE(2, 3, 0, 1));
+  }
   // v[i]'s float j becomes v[j]'s float i.
   static void Transpose(V (&v)[kWidth]) {
     __m512i w[kWidth];
@@ -948,6 +922,7 @@ struct FloatVec {
 };
 
 #include "backend/cpu/kernels_mat_vec_x86.inc"
+#include "backend/cpu/kernels_rope_x86.inc"
 
 // Use FloatVec and the readers of kernels_mat_vec_x86.inc.
 #include "backend/cpu/kernels_attn_x86.inc"
