@@ -115,13 +115,13 @@
 #include "backend/comm/host_communicator.h"
 #include "backend/cpu/cpu_device.h"
 #include "backend/cpu/host_pages.h"
-#include "backend/cpu/kernels.h"
 #include "backend/cpu/simd_level.h"
 #include "backend/meta/llama_policy.h"
 #include "backend/meta/meta_device.h"
 #include "backend/registry.h"
 #include "base/status_macros.h"
 #include "bench/counting_communicator.h"
+#include "bench/stream_read.h"
 #include "client/client.h"
 #include "client/remote_device.h"
 #include "graph/context.h"
@@ -292,10 +292,7 @@ absl::Status WriteModel(const Config& c, int32_t matrix_type,
 }
 
 // `threads` threads summing disjoint parts of a buffer of `bytes` (touched
-// first, on the pages the CPU device's buffers have), one cache line per
-// step, prefetched as the mat-vec kernels prefetch their weights (faster
-// than the hardware prefetchers alone: the limit must not be the slower
-// read).
+// first, on the pages the CPU device's buffers have) by StreamSum.
 class StreamRead {
  public:
   StreamRead(size_t bytes, int threads)
@@ -317,17 +314,7 @@ class StreamRead {
     const uint64_t* x = static_cast<const uint64_t*>(pages_.get());
     const auto start = Clock::now();
     EachThread([&](int t, size_t begin, size_t end) {
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      size_t i = begin;
-      for (; i + 8 <= end; i += 8) {
-        __builtin_prefetch(x + i + kWeightPrefetchBytes / 8, 0, 1);
-        s0 += x[i] + x[i + 4];
-        s1 += x[i + 1] + x[i + 5];
-        s2 += x[i + 2] + x[i + 6];
-        s3 += x[i + 3] + x[i + 7];
-      }
-      for (; i < end; ++i) s0 += x[i];
-      sums_[t] = s0 + s1 + s2 + s3;
+      sums_[t] = StreamSum(x + begin, end - begin);
     });
     const double seconds = SecondsSince(start);
     // n (n - 1) / 2 whatever the split.
@@ -802,11 +789,11 @@ absl::Status Main(const Config& c) {
   constexpr size_t kStreamBytes = size_t{1} << 30;
   const double bw = StreamReadGBps(kStreamBytes, 2, 5);
   absl::PrintF(
-      "limit: streaming read, 2 threads summing a buffer (prefetching %d KiB "
-      "ahead): of 256 MiB after every decode step of the timed rounds (the "
-      "limit of the CPU modes' decode, median over rounds); of 1 GiB "
+      "limit: streaming read, 2 threads summing a buffer, each its half as "
+      "four streams: of 256 MiB after every decode step of the timed rounds "
+      "(the limit of the CPU modes' decode, median over rounds); of 1 GiB "
       "before the table, best of 5: %.2f GB/s\n\n",
-      kWeightPrefetchBytes / 1024, bw);
+      bw);
   StreamRead interleaved_read(size_t{256} << 20, 2);
 
   std::string dir = "/tmp/tessera_bench_llama.XXXXXX";

@@ -1,9 +1,9 @@
 // Single-op throughput of the CPU device at ggml's test-backend-ops perf
 // shapes, each row against a limit measured in the same run:
-//  - "read": a SIMD read-reduce over the same bytes as the op reads (the
-//    weights of MUL_MAT n=1, K and V of attention decode), on the same
-//    threads, so the roofline counts whether those bytes sit in cache or
-//    in memory;
+//  - "read": a streaming read-reduce (bench/stream_read.h) of the very
+//    bytes the op reads (the weights of MUL_MAT n=1, K and V of attention
+//    decode), on the same threads, so the roofline counts whether those
+//    bytes sit in cache or in memory;
 //  - "copy": memcpy of the bytes an op touches (row ops), counted the same
 //    way (a copy of S bytes touches 2S);
 //  - "fma": the AVX-512 (else AVX2) FMA peak of the same threads, from a
@@ -19,10 +19,13 @@
 //    limit of MUL_MAT rows with n >= kMinTileCols that the tile units
 //    compute;
 //  - "sgemm": OpenBLAS sgemm on the same shape, for comparison.
-// Times are each case's fastest run. Every case is a graph computed
-// through a CpuDevice stream. "ADD chain" is a graph of 100 dependent
-// f32[16] ADDs and reports microseconds per node: the per-node overhead of
-// the stream and its thread team.
+// Times are each case's fastest run. A "read" limit runs alternately with
+// its op, call by call, so that both find the bytes in the same caches and
+// memory at the same speed (which on a VM can change from one minute to
+// the next). Every case is a graph computed through a CpuDevice stream.
+// "ADD chain" is a graph of 100 dependent f32[16] ADDs and reports
+// microseconds per node: the per-node overhead of the stream and its
+// thread team.
 //
 //   bazel run -c opt //bench:ops -- [--threads=N]
 //       [--simd=scalar|avx2|avx512|avx512bf16|amx]
@@ -38,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -58,6 +62,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/simd_level.h"
 #include "base/status_macros.h"
+#include "bench/stream_read.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/type.h"
@@ -71,23 +76,39 @@ using Clock = std::chrono::steady_clock;
 // least `min_seconds` and 5 calls have passed. The fastest call, not the
 // mean, so that rows and their limits are compared at the least
 // interference from other work on a shared machine.
-template <typename Fn>
-double TimePerCall(Fn fn, double min_seconds = 0.5) {
-  fn();
+//
+// With a second function, the two alternate call by call (a after b) and
+// the result is each one's fastest call.
+template <typename FnA, typename FnB>
+std::pair<double, double> TimeAlternating(FnA a, FnB b,
+                                          double min_seconds = 0.5) {
+  a();
+  b();
   int calls = 0;
   const auto start = Clock::now();
   double elapsed = 0;
-  double best = std::numeric_limits<double>::infinity();
+  double best_a = std::numeric_limits<double>::infinity();
+  double best_b = best_a;
+  auto seconds = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
   do {
-    const auto call_start = Clock::now();
-    fn();
-    const auto call_end = Clock::now();
-    best = std::min(
-        best, std::chrono::duration<double>(call_end - call_start).count());
+    const auto a_start = Clock::now();
+    a();
+    const auto b_start = Clock::now();
+    b();
+    const auto b_end = Clock::now();
+    best_a = std::min(best_a, seconds(a_start, b_start));
+    best_b = std::min(best_b, seconds(b_start, b_end));
     ++calls;
-    elapsed = std::chrono::duration<double>(call_end - start).count();
+    elapsed = seconds(start, b_end);
   } while (elapsed < min_seconds || calls < 5);
-  return best;
+  return {best_a, best_b};
+}
+
+template <typename Fn>
+double TimePerCall(Fn fn, double min_seconds = 0.5) {
+  return TimeAlternating(fn, [] {}, min_seconds).first;
 }
 
 // Deterministic values in [-1, 1).
@@ -127,60 +148,50 @@ double CopyBandwidth(size_t bytes, int threads) {
   return 2.0 * static_cast<double>(part * threads) / seconds;
 }
 
-// Sum of n 32-byte vectors at p (any alignment), four at a time in
-// independent accumulators held in registers.
-__attribute__((target("avx2"))) uint64_t ReduceAvx2(const char* p, size_t n) {
-  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-  const __m256i* v = reinterpret_cast<const __m256i*>(p);
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    // Prefetched as the mat-vec kernels prefetch their weights, which
-    // reads faster than the hardware prefetchers alone: the limit must not
-    // be the slower read.
-    const char* ahead = p + 32 * i + kWeightPrefetchBytes;
-    __builtin_prefetch(ahead, 0, 1);
-    __builtin_prefetch(ahead + 64, 0, 1);
-    a = _mm256_add_epi64(a, _mm256_loadu_si256(v + i));
-    b = _mm256_add_epi64(b, _mm256_loadu_si256(v + i + 1));
-    c = _mm256_add_epi64(c, _mm256_loadu_si256(v + i + 2));
-    d = _mm256_add_epi64(d, _mm256_loadu_si256(v + i + 3));
+// A read-reduce of byte ranges (bench/stream_read.h) on `threads` threads,
+// each summing its share of every range's whole words.
+class Read {
+ public:
+  struct Range {
+    const void* data;
+    size_t bytes;
+  };
+
+  Read(std::vector<Range> ranges, int threads)
+      : ranges_(std::move(ranges)), threads_(threads) {}
+  void operator()() {
+    OnThreads(threads_, [&](int t) {
+      uint64_t sum = 0;
+      for (const Range& r : ranges_) {
+        const size_t words = r.bytes / sizeof(uint64_t);
+        const size_t begin = words * t / threads_;
+        const size_t end = words * (t + 1) / threads_;
+        sum += bench::StreamSum(static_cast<const uint64_t*>(r.data) + begin,
+                                end - begin);
+      }
+      sink_ += sum;
+    });
   }
-  for (; i < n; ++i) a = _mm256_add_epi64(a, _mm256_loadu_si256(v + i));
-  const __m256i s =
-      _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
-  uint64_t lanes[4];
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), s);
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
+  // Bytes a call reads.
+  double read() const {
+    size_t bytes = 0;
+    for (const Range& r : ranges_) bytes += r.bytes / sizeof(uint64_t) * sizeof(uint64_t);
+    return static_cast<double>(bytes);
+  }
 
-uint64_t ReducePortable(const uint64_t* p, size_t n) {
-  uint64_t s = 0;
-  for (size_t i = 0; i < n; ++i) s += p[i];
-  return s;
-}
+ private:
+  std::vector<Range> ranges_;
+  int threads_;
+  std::atomic<uint64_t> sink_{0};
+};
 
-// Bytes per second of a SIMD read-reduce of `bytes` (a buffer already
-// touched, on the pages the device's buffers have) on `threads` threads,
-// each summing its share.
+// Bytes per second of a Read of a buffer of `bytes` already touched, on
+// the pages the device's buffers have.
 double ReadBandwidth(size_t bytes, int threads) {
-  const size_t vectors = bytes / 32 / threads;
-  const size_t words = vectors * threads * 4;
-  const HostPages pages = AllocHostPages(words * sizeof(uint64_t));
-  uint64_t* buffer = static_cast<uint64_t*>(pages.get());
-  std::fill(buffer, buffer + words, 3);
-  const bool avx2 = __builtin_cpu_supports("avx2");
-  std::atomic<uint64_t> sink{0};
-  const double seconds = TimePerCall(
-      [&] {
-        OnThreads(threads, [&](int t) {
-          const uint64_t* part = buffer + t * vectors * 4;
-          sink += avx2
-                      ? ReduceAvx2(reinterpret_cast<const char*>(part), vectors)
-                      : ReducePortable(part, vectors * 4);
-        });
-      },
-      0.3);
-  return static_cast<double>(vectors * threads * 32) / seconds;
+  const HostPages pages = AllocHostPages(bytes);
+  std::memset(pages.get(), 3, bytes);
+  Read read({{pages.get(), bytes}}, threads);
+  return read.read() / TimePerCall([&] { read(); }, 0.3);
 }
 
 // `iters` rounds of 12 independent FMA chains, each chain its own
@@ -401,15 +412,41 @@ absl::Status Prepare(Device& device, Build build, OneOp& op) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> TimeGraph(Stream& stream, const OneOp& op) {
+// The fastest run of op's graph and, alternating with it, of `limit`.
+template <typename Limit>
+absl::StatusOr<std::pair<double, double>> TimeGraphAgainst(Stream& stream,
+                                                           const OneOp& op,
+                                                           Limit limit) {
   absl::Status status;
-  const double seconds = TimePerCall([&] {
-    if (!status.ok()) return;
-    status = stream.ComputeAsync(op.graph);
-    if (status.ok()) status = stream.Synchronize();
-  });
+  const std::pair<double, double> seconds = TimeAlternating(
+      [&] {
+        if (!status.ok()) return;
+        status = stream.ComputeAsync(op.graph);
+        if (status.ok()) status = stream.Synchronize();
+      },
+      limit);
   TESSERA_RETURN_IF_ERROR(status);
   return seconds;
+}
+
+absl::StatusOr<double> TimeGraph(Stream& stream, const OneOp& op) {
+  TESSERA_ASSIGN_OR_RETURN(auto seconds, TimeGraphAgainst(stream, op, [] {}));
+  return seconds.first;
+}
+
+// The fastest run of op's graph, and the bytes per second of a Read of
+// `ranges` (the bytes the op reads) run alternately with it.
+struct ReadBound {
+  double seconds;
+  double read_bytes_per_s;
+};
+absl::StatusOr<ReadBound> TimeAgainstRead(Stream& stream, const OneOp& op,
+                                          std::vector<Read::Range> ranges,
+                                          int threads) {
+  Read read(std::move(ranges), threads);
+  TESSERA_ASSIGN_OR_RETURN(auto seconds,
+                           TimeGraphAgainst(stream, op, std::ref(read)));
+  return ReadBound{seconds.first, read.read() / seconds.second};
 }
 
 struct Limits {
@@ -464,15 +501,22 @@ absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
         return MulMat(ctx, weights, x);
       },
       op));
+  if (n == 1) {
+    // Memory-bound: the weights read once.
+    TESSERA_ASSIGN_OR_RETURN(
+        ReadBound t, TimeAgainstRead(stream, op,
+                                     {{weights->data, weights->NumBytes()}},
+                                     lim.threads));
+    const double flops = 2.0 * kM * n * kK / t.seconds;
+    const double bytes_per_s = weights->NumBytes() / t.seconds;
+    PrintRow(name, t.seconds, flops / 1e9, bytes_per_s / 1e9,
+             bytes_per_s / t.read_bytes_per_s, "read", flops / lim.Sgemm(n));
+    return absl::OkStatus();
+  }
   TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
   const double flops = 2.0 * kM * n * kK / seconds;
   const double bytes_per_s = weights->NumBytes() / seconds;
-  if (n == 1) {
-    // Memory-bound: the weights read once.
-    const double read = ReadBandwidth(weights->NumBytes(), lim.threads);
-    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, bytes_per_s / read,
-             "read", flops / lim.Sgemm(n));
-  } else if (lim.amx.int8_ops > 0 && n >= kMinTileCols &&
+  if (lim.amx.int8_ops > 0 && n >= kMinTileCols &&
              (type == Type::kBF16 || type == Type::kF16 ||
               type == Type::kQ8_0 || type == Type::kQ4_0)) {
     const double peak = type == Type::kBF16 || type == Type::kF16
@@ -538,18 +582,23 @@ absl::Status FlashAttnCase(CpuDevice& device, Stream& stream, const Limits& lim,
         return FlashAttnExt(ctx, q, k, v, mask, 0.088f, 0.0f, 0.0f);
       },
       op));
+  const size_t kv_bytes = k->NumBytes() + v->NumBytes();
+  if (n_q == 1) {
+    TESSERA_ASSIGN_OR_RETURN(
+        ReadBound t,
+        TimeAgainstRead(stream, op,
+                        {{k->data, k->NumBytes()}, {v->data, v->NumBytes()}},
+                        lim.threads));
+    const double flops = 4.0 * kD * kKv * kHeads / t.seconds;
+    const double bytes_per_s = kv_bytes / t.seconds;
+    PrintRow(name, t.seconds, flops / 1e9, bytes_per_s / 1e9,
+             bytes_per_s / t.read_bytes_per_s, "read", 0);
+    return absl::OkStatus();
+  }
   TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
   const double flops = 4.0 * kD * kKv * kHeads * n_q / seconds;
-  const size_t kv_bytes = k->NumBytes() + v->NumBytes();
-  const double bytes_per_s = kv_bytes / seconds;
-  if (n_q == 1) {
-    const double read = ReadBandwidth(kv_bytes, lim.threads);
-    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, bytes_per_s / read,
-             "read", 0);
-  } else {
-    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
-             flops / lim.fma_flops, "fma", 0);
-  }
+  PrintRow(name, seconds, flops / 1e9, kv_bytes / seconds / 1e9,
+           flops / lim.fma_flops, "fma", 0);
   return absl::OkStatus();
 }
 
@@ -571,7 +620,7 @@ absl::Status FlashAttnCacheCase(CpuDevice& device, Stream& stream,
                             kD, used, kKv);
   if (!Selected(name, only)) return absl::OkStatus();
   OneOp op;
-  size_t kv_bytes = 0;
+  Tensor* caches[2];  // K, V
   Tensor* mask = nullptr;
   TESSERA_RETURN_IF_ERROR(Prepare(
       device,
@@ -579,10 +628,11 @@ absl::Status FlashAttnCacheCase(CpuDevice& device, Stream& stream,
         TESSERA_ASSIGN_OR_RETURN(Tensor * q,
                                  ctx.NewTensor(Type::kF32, {kD, 1, kHeads}));
         Tensor* heads[2];
-        for (Tensor*& h : heads) {
+        for (int i = 0; i < 2; ++i) {
+          Tensor*& h = heads[i];
+          Tensor*& cache = caches[i];
           TESSERA_ASSIGN_OR_RETURN(
-              Tensor * cache, ctx.NewTensor(Type::kF16, {kD * kKvHeads, kKv}));
-          kv_bytes += cache->NumBytes() / kKv * used;
+              cache, ctx.NewTensor(Type::kF16, {kD * kKvHeads, kKv}));
           TESSERA_ASSIGN_OR_RETURN(
               h, View(ctx, cache, {kD, kKvHeads, kKv},
                       {kD * sizeof(uint16_t), cache->nb[1]}, 0));
@@ -602,11 +652,18 @@ absl::Status FlashAttnCacheCase(CpuDevice& device, Stream& stream,
     TESSERA_RETURN_IF_ERROR(
         mask->buffer->SetTensor(*mask, bytes.data(), 0, bytes.size()));
   }
-  TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
-  const double flops = 4.0 * kD * used * kHeads / seconds;
-  const double bytes_per_s = kv_bytes / seconds;
-  PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
-           bytes_per_s / ReadBandwidth(kv_bytes, lim.threads), "read", 0);
+  // The positions in use: the first `used` rows of each cache.
+  const size_t used_bytes = used * caches[0]->nb[1];
+  TESSERA_ASSIGN_OR_RETURN(
+      ReadBound t,
+      TimeAgainstRead(
+          stream, op,
+          {{caches[0]->data, used_bytes}, {caches[1]->data, used_bytes}},
+          lim.threads));
+  const double flops = 4.0 * kD * used * kHeads / t.seconds;
+  const double bytes_per_s = 2.0 * used_bytes / t.seconds;
+  PrintRow(name, t.seconds, flops / 1e9, bytes_per_s / 1e9,
+           bytes_per_s / t.read_bytes_per_s, "read", 0);
   return absl::OkStatus();
 }
 

@@ -15,9 +15,7 @@
 namespace tessera {
 
 // How far ahead of their reads the mat-vec kernels prefetch their weight
-// streams, into the outer caches (see kernels_generic.inc). Benchmarks that
-// measure a read limit prefetch the same way, so that the limit is not the
-// slower read.
+// streams, into the outer caches (see kernels_generic.inc).
 inline constexpr int64_t kWeightPrefetchBytes = 16384;
 
 // Activations quantized for the products of 32-value blocks (Q8_0, Q4_0,
