@@ -175,7 +175,9 @@ class Read {
   // Bytes a call reads.
   double read() const {
     size_t bytes = 0;
-    for (const Range& r : ranges_) bytes += r.bytes / sizeof(uint64_t) * sizeof(uint64_t);
+    for (const Range& r : ranges_) {
+      bytes += r.bytes / sizeof(uint64_t) * sizeof(uint64_t);
+    }
     return static_cast<double>(bytes);
   }
 

@@ -608,10 +608,10 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
 //    off in the row's accumulator.
 // Four 64-byte loads per row and step, where QuantKernel's tiles load each
 // block's 32 levels and its scale on their own (eight loads for the same
-// bytes). Streaming a 1.1 B model's matrices (1.1 GB of Q8_0, k = 2048) from memory
-// on two threads of a Zen 4 VM, in minutes when a plain read ran at 50-55
-// GB/s, the tiles read the weights at 33 GB/s and this kernel at 47-50 (at
-// 30-33 GB/s when the read did, as the tiles).
+// bytes). Streaming a 1.1 B model's matrices (1.1 GB of Q8_0, k = 2048)
+// from memory on two threads of a Zen 4 VM, in minutes when a plain read
+// ran at 50-55 GB/s, the tiles read the weights at 33 GB/s and this kernel
+// at 47-50 (at 30-33 GB/s when the read did, as the tiles).
 template <int R>
 void Q8QuadColumn(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R >= 1 && R <= 4);
