@@ -52,6 +52,14 @@ class Device {
   virtual BufferType* host_buffer_type() { return nullptr; }
 
   virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;
+  // A stream whose work runs on the thread that queues it, before the
+  // queuing call returns, where the device's streams can work that way (the
+  // CPU's); otherwise CreateStream()'s. For a caller that waits for each
+  // piece of work anyway (a connection of a synchronous protocol): it saves
+  // handing the work to a stream thread and back.
+  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateCallerStream() {
+    return CreateStream();
+  }
   // Errors: UNIMPLEMENTED unless caps.events.
   virtual absl::StatusOr<std::unique_ptr<Event>> CreateEvent() = 0;
 

@@ -11,8 +11,10 @@
 namespace tessera {
 
 std::unique_ptr<TaskQueue> TaskQueue::Create(std::string name,
-                                             absl::Duration linger) {
-  return std::unique_ptr<TaskQueue>(new TaskQueue(std::move(name), linger));
+                                             absl::Duration linger,
+                                             Runner runner) {
+  return std::unique_ptr<TaskQueue>(
+      new TaskQueue(std::move(name), linger, runner));
 }
 
 TaskQueue::~TaskQueue() {
@@ -75,23 +77,27 @@ void TaskQueue::Push(Entry entry) {
     ready_.store(true, std::memory_order_release);
     ++queued_;
     if (draining_) return;
-    // The previous worker, if any, has stopped draining: it only has to
-    // return, and is joined below.
     draining_ = true;
-    stopped = std::move(worker_);
-    try {
-      worker_ = std::thread(&TaskQueue::Drain, this, /*linger=*/true);
-    } catch (const std::system_error& e) {
-      if (status_.ok()) {
-        status_ = absl::ResourceExhaustedError(absl::StrCat(
-            "[", name_, "] cannot start a stream worker thread: ", e.what()));
-      }
+    if (runner_ == Runner::kCaller) {
       drain_here = true;
+    } else {
+      // The previous worker, if any, has stopped draining: it only has to
+      // return, and is joined below.
+      stopped = std::move(worker_);
+      try {
+        worker_ = std::thread(&TaskQueue::Drain, this, /*linger=*/true);
+      } catch (const std::system_error& e) {
+        if (status_.ok()) {
+          status_ = absl::ResourceExhaustedError(absl::StrCat(
+              "[", name_, "] cannot start a stream worker thread: ", e.what()));
+        }
+        // The drain skips every task and completes the recordings, so it
+        // returns promptly.
+        drain_here = true;
+      }
     }
   }
   if (stopped.joinable()) stopped.join();
-  // The status is an error now: the drain skips every task and completes
-  // the recordings, so it returns promptly.
   if (drain_here) Drain(/*linger=*/false);
 }
 

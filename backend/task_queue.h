@@ -32,16 +32,26 @@ namespace tessera {
 // itself, every task skipped and every recording completed with that
 // status: never an abort or a hang. Destruction runs what is queued, then
 // joins the worker.
+//
+// A caller-run queue (Runner::kCaller) starts no worker: the thread that
+// queues a task runs it, and whatever is queued before it, before Enqueue
+// returns, unless another thread is running the queue's tasks already (that
+// one then runs it too). For callers that wait for each piece of work
+// anyway: it saves handing the work to a thread and back.
 class TaskQueue {
  public:
   using Task = absl::AnyInvocable<absl::Status()>;
+
+  // Who runs the tasks.
+  enum class Runner { kWorker, kCaller };
 
   // How long an idle worker waits for more work before it exits.
   static constexpr absl::Duration kDefaultLinger = absl::Seconds(1);
 
   // `name` names the queue in errors (e.g. the device). Starts no thread.
   static std::unique_ptr<TaskQueue> Create(
-      std::string name, absl::Duration linger = kDefaultLinger);
+      std::string name, absl::Duration linger = kDefaultLinger,
+      Runner runner = Runner::kWorker);
   ~TaskQueue();
   TaskQueue(const TaskQueue&) = delete;
   TaskQueue& operator=(const TaskQueue&) = delete;
@@ -67,10 +77,10 @@ class TaskQueue {
     bool is_marker = false;
   };
 
-  TaskQueue(std::string name, absl::Duration linger)
-      : name_(std::move(name)), linger_(linger) {}
+  TaskQueue(std::string name, absl::Duration linger, Runner runner)
+      : name_(std::move(name)), linger_(linger), runner_(runner) {}
   // Queues `entry`; starts a worker when none runs, or drains the queue
-  // here when one cannot be started.
+  // here when the queue is caller-run or a worker cannot be started.
   void Push(Entry entry);
   // Runs entries in order while there are any; with `linger`, also waits
   // up to linger_ for more (the worker). Called with draining_ set by the
@@ -79,6 +89,7 @@ class TaskQueue {
 
   const std::string name_;
   const absl::Duration linger_;
+  const Runner runner_;
   absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
   // Whether queue_ has entries or stopping_ is set (Drain's wait
@@ -89,9 +100,10 @@ class TaskQueue {
   uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // tasks ever finished
   absl::Status status_ ABSL_GUARDED_BY(mu_);    // sticky: first error
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Whether a thread (the worker, or a pusher that could not start one)
-  // runs Drain: it decides under mu_ to stop, so a Push either sees it
-  // draining and leaves the entry to it, or starts the next worker.
+  // Whether a thread (the worker, or a pusher of a caller-run queue or one
+  // that could not start a worker) runs Drain: it decides under mu_ to stop,
+  // so a Push either sees it draining and leaves the entry to it, or starts
+  // the next worker.
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   // The last worker started; once it has stopped draining it is joined by
   // the Push that starts the next one, or by the destructor.

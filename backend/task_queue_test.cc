@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -167,6 +168,67 @@ TEST(TaskQueueTest, ManyQueuesLeaveNoThreadsWhenIdle) {
   }
   EXPECT_EQ(log.Ran().size(), size_t{kQueues});
   EXPECT_EQ(WaitForThreadCount(getpid(), baseline, kGone), baseline);
+}
+
+TEST(TaskQueueTest, ACallerRunQueueRunsEachTaskOnThePushingThread) {
+  CpuDevice device({.name = "cpu0", .n_threads = 1, .memory_limit = 0});
+  const int baseline = ThreadCount(getpid());
+  std::unique_ptr<TaskQueue> queue =
+      TaskQueue::Create("q", kLinger, TaskQueue::Runner::kCaller);
+  Log log;
+  std::thread::id runner;
+  queue->Enqueue([&] {
+    runner = std::this_thread::get_id();
+    return log.Append(0)();
+  });
+  // Done when Enqueue returns, on this thread, with no thread started.
+  EXPECT_EQ(log.Ran(), std::vector<int>{0});
+  EXPECT_EQ(runner, std::this_thread::get_id());
+  EXPECT_EQ(ThreadCount(getpid()), baseline);
+  TicketEvent done(device);
+  queue->EnqueueRecord(done);
+  EXPECT_TRUE(done.IsDone());
+
+  // The first error is sticky as with a worker.
+  queue->Enqueue([] { return absl::DataLossError("first"); });
+  queue->Enqueue(log.Append(1));  // skipped
+  queue->EnqueueRecord(done);
+  EXPECT_TRUE(done.IsDone());
+  EXPECT_EQ(done.Synchronize(), absl::DataLossError("first"));
+  EXPECT_EQ(queue->Synchronize(), absl::DataLossError("first"));
+  EXPECT_EQ(log.Ran(), std::vector<int>{0});
+  EXPECT_EQ(ThreadCount(getpid()), baseline);
+}
+
+// Threads pushing at once onto a caller-run queue: a push that finds
+// another thread running the queue's tasks leaves its task to that thread,
+// so every task runs exactly once, one at a time, each thread's in its
+// order.
+TEST(TaskQueueTest, ACallerRunQueueRunsConcurrentPushesOneAtATime) {
+  std::unique_ptr<TaskQueue> queue =
+      TaskQueue::Create("q", kLinger, TaskQueue::Runner::kCaller);
+  constexpr int kThreads = 4;
+  constexpr int kTasks = 2000;
+  std::atomic<int> running = 0;
+  std::atomic<bool> overlapped = false;
+  Log logs[kThreads];
+  std::vector<std::thread> pushers;
+  for (int t = 0; t < kThreads; ++t) {
+    pushers.emplace_back([&, t] {
+      for (int i = 0; i < kTasks; ++i) {
+        queue->Enqueue([&, t, i] {
+          if (running.fetch_add(1) != 0) overlapped = true;
+          absl::Status s = logs[t].Append(i)();
+          running.fetch_sub(1);
+          return s;
+        });
+      }
+    });
+  }
+  for (std::thread& pusher : pushers) pusher.join();
+  ASSERT_TRUE(queue->Synchronize().ok());
+  EXPECT_FALSE(overlapped);
+  for (Log& log : logs) EXPECT_EQ(log.Ran(), Iota(kTasks));
 }
 
 }  // namespace

@@ -51,7 +51,17 @@ DeviceProps CpuDevice::Props() {
 BufferType& CpuDevice::buffer_type() { return *buffer_type_; }
 
 absl::StatusOr<std::unique_ptr<Stream>> CpuDevice::CreateStream() {
-  absl::StatusOr<std::unique_ptr<CpuStream>> stream = CpuStream::Create(*this);
+  return NewStream(TaskQueue::Runner::kWorker);
+}
+
+absl::StatusOr<std::unique_ptr<Stream>> CpuDevice::CreateCallerStream() {
+  return NewStream(TaskQueue::Runner::kCaller);
+}
+
+absl::StatusOr<std::unique_ptr<Stream>> CpuDevice::NewStream(
+    TaskQueue::Runner runner) {
+  absl::StatusOr<std::unique_ptr<CpuStream>> stream =
+      CpuStream::Create(*this, runner);
   if (!stream.ok()) return stream.status();
   return std::unique_ptr<Stream>(std::move(*stream));
 }

@@ -9,6 +9,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/simd_level.h"
 #include "backend/device.h"
+#include "backend/task_queue.h"
 
 namespace tessera {
 
@@ -40,6 +41,7 @@ class CpuDevice final : public Device {
   DeviceProps Props() override;
   BufferType& buffer_type() override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
+  absl::StatusOr<std::unique_ptr<Stream>> CreateCallerStream() override;
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override;
   bool SupportsOp(const Tensor& node) const override;
   bool SupportsBufferType(const BufferType& type) const override;
@@ -53,6 +55,7 @@ class CpuDevice final : public Device {
 
  private:
   friend class CpuBufferType;
+  absl::StatusOr<std::unique_ptr<Stream>> NewStream(TaskQueue::Runner runner);
   const CpuDeviceOptions options_;
   const size_t memory_total_;
   const CpuKernels& kernels_;

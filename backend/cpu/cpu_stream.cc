@@ -68,14 +68,15 @@ absl::Status CheckTensorRange(const CpuDevice& device, const Tensor& t,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CpuStream>> CpuStream::Create(
-    CpuDevice& device) {
+    CpuDevice& device, TaskQueue::Runner runner) {
   absl::StatusOr<std::unique_ptr<ThreadPool>> pool =
       ThreadPool::Create(device.n_threads(), TaskQueue::kDefaultLinger);
   if (!pool.ok()) {
     return Prefixed(pool.status(), absl::StrFormat("[%s] ", device.name()));
   }
   return std::unique_ptr<CpuStream>(new CpuStream(
-      device, std::move(*pool), TaskQueue::Create(device.name())));
+      device, std::move(*pool),
+      TaskQueue::Create(device.name(), TaskQueue::kDefaultLinger, runner)));
 }
 
 CpuStream::CpuStream(CpuDevice& device, std::unique_ptr<ThreadPool> pool,

@@ -15,9 +15,10 @@ namespace tessera {
 
 class CpuDevice;
 
-// A stream of a CPU device: a TaskQueue runs its work in order, and
-// computes graphs with a ThreadPool of up to the device's n_threads (the
-// worker plus n_threads - 1 helpers). Its threads run only while it has
+// A stream of a CPU device: a TaskQueue runs its work in order, on its
+// worker or, caller-run, on the queuing thread (TaskQueue::Runner), and
+// computes graphs with a ThreadPool of up to the device's n_threads (that
+// thread plus n_threads - 1 helpers). Its threads run only while it has
 // work and a linger after (TaskQueue::kDefaultLinger): an idle stream
 // costs no thread. Contract: backend/stream.h. Destruction runs what is
 // queued, then joins the threads.
@@ -25,7 +26,8 @@ class CpuStream final : public Stream {
  public:
   // Starts no thread. Errors: INVALID_ARGUMENT when the device's n_threads
   // is below 1.
-  static absl::StatusOr<std::unique_ptr<CpuStream>> Create(CpuDevice& device);
+  static absl::StatusOr<std::unique_ptr<CpuStream>> Create(
+      CpuDevice& device, TaskQueue::Runner runner);
   ~CpuStream() override;
   CpuStream(const CpuStream&) = delete;
   CpuStream& operator=(const CpuStream&) = delete;
@@ -52,7 +54,7 @@ class CpuStream final : public Stream {
   absl::Status RunGraph(const std::vector<Tensor*>& nodes);
 
   CpuDevice& device_;
-  // Used only by the queue's worker.
+  // Used only by the thread running the queue's tasks.
   const std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<char[]> work_;  // scratch memory of the kernels
   size_t work_size_ = 0;

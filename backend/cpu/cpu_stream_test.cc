@@ -91,6 +91,35 @@ TEST(CpuStreamTest, RunsSetComputeGetInOrder) {
   }
 }
 
+// A caller stream's work is done when the call that queues it returns, on
+// the calling thread (with a team of 2: the caller and one helper).
+TEST(CpuStreamTest, ACallerStreamRunsTheWorkBeforeTheCallReturns) {
+  CpuDevice device(Options("cpu0", 2));
+  Context ctx;
+  Tensor* x = ctx.NewTensor(Type::kF32, {64, 64}).value();
+  Tensor* y = Scale(ctx, x, 2.0f, 1.0f).value();
+  Tensor* z = Add(ctx, y, x).value();
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(z).ok());
+  std::unique_ptr<Buffer> buffer =
+      AllocTensors(device.buffer_type(), TensorsOf(graph)).value();
+  std::unique_ptr<Stream> stream = device.CreateCallerStream().value();
+  std::unique_ptr<Event> done = device.CreateEvent().value();
+
+  const std::vector<float> in = Pattern(64 * 64, 3);
+  std::vector<float> out(64 * 64);
+  const size_t bytes = in.size() * sizeof(float);
+  ASSERT_TRUE(stream->SetTensorAsync(*x, in.data(), 0, bytes).ok());
+  ASSERT_TRUE(stream->ComputeAsync(graph).ok());
+  ASSERT_TRUE(stream->GetTensorAsync(*z, out.data(), 0, bytes).ok());
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_FLOAT_EQ(out[i], 3.0f * in[i] + 1.0f) << i;
+  }
+  ASSERT_TRUE(stream->RecordEvent(*done).ok());
+  EXPECT_TRUE(done->IsDone());
+  EXPECT_TRUE(stream->Synchronize().ok());
+}
+
 TEST(CpuStreamTest, PartialSetAndGetUseTheOffset) {
   CpuDevice device(Options("cpu0", 1));
   Context ctx;

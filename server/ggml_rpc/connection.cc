@@ -446,7 +446,8 @@ absl::Status Connection::GraphCompute(uint64_t size) {
                            DecodeGraph(request.def, resolve, decode_limits));
   TESSERA_ASSIGN_OR_RETURN(
       std::unique_ptr<RegisteredGraph> registered,
-      RegisteredGraph::Create(std::move(decoded), devices, 1, shared_.limits));
+      RegisteredGraph::Create(std::move(decoded), devices, 1, shared_.limits,
+                              RegisteredGraph::Runner::kCaller));
   TESSERA_ASSIGN_OR_RETURN(
       MemoryCharge charge,
       session_->Reserve(registered->memory_bytes(), "GRAPH_COMPUTE"));

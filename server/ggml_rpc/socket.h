@@ -15,7 +15,8 @@ namespace tessera::server::ggml_rpc {
 // reads and writes. Small reads are served from a read-ahead buffer (a
 // request's command, size and fixed fields take one system call, not one
 // each); large ones go straight into the caller's memory. Reads and writes
-// block; Shutdown from another thread ends them with an error.
+// block (a read polls briefly first); Shutdown from another thread ends
+// them with an error.
 // Thread-compatible, except Shutdown.
 class Socket {
  public:

@@ -115,7 +115,8 @@ absl::Status RunRegisterGraph(Session& session,
           : static_cast<int>(std::min<uint32_t>(request.n_copies(), 1000));
   TESSERA_ASSIGN_OR_RETURN(
       std::unique_ptr<RegisteredGraph> registered,
-      RegisteredGraph::Create(*std::move(graph), devices, n_copies, limits));
+      RegisteredGraph::Create(*std::move(graph), devices, n_copies, limits,
+                              RegisteredGraph::Runner::kStreams));
   response.set_n_splits(registered->n_splits());
   for (const auto& [device, bytes] : registered->compute_buffer_bytes()) {
     (*response.mutable_compute_buffer_bytes())[device] = bytes;

@@ -52,11 +52,12 @@ absl::Status RegisteredGraph::Execution::Wait() {
 
 RegisteredGraph::RegisteredGraph(std::unique_ptr<DecodedGraph> graph,
                                  std::vector<Device*> devices, int n_copies,
-                                 const Limits& limits)
+                                 const Limits& limits, Runner runner)
     : graph_(std::move(graph)),
       devices_(std::move(devices)),
       n_copies_(n_copies),
-      limits_(limits) {
+      limits_(limits),
+      runner_(runner) {
   for (Device* device : devices_) {
     const DeviceCaps caps = device->Props().caps;
     use_events_ = use_events_ && caps.async && caps.events;
@@ -76,7 +77,7 @@ RegisteredGraph::~RegisteredGraph() {
 // 3. Record the compute memory per device.
 absl::StatusOr<std::unique_ptr<RegisteredGraph>> RegisteredGraph::Create(
     std::unique_ptr<DecodedGraph> graph, const std::vector<Device*>& devices,
-    int n_copies, const Limits& limits) {
+    int n_copies, const Limits& limits, Runner runner) {
   if (n_copies < 1 || n_copies > kMaxCopies) {
     return absl::InvalidArgumentError(absl::StrCat(
         "[RegisterGraph] n_copies ", n_copies, " is not in [1, ", kMaxCopies,
@@ -97,7 +98,7 @@ absl::StatusOr<std::unique_ptr<RegisteredGraph>> RegisteredGraph::Create(
     }
   }
   std::unique_ptr<RegisteredGraph> registered(
-      new RegisteredGraph(std::move(graph), devices, n_copies, limits));
+      new RegisteredGraph(std::move(graph), devices, n_copies, limits, runner));
   absl::MutexLock lock(&registered->mu_);
   TESSERA_RETURN_IF_ERROR(registered->Build());
   registered->n_splits_ = registered->sched_->n_splits();
@@ -131,7 +132,9 @@ absl::Status RegisteredGraph::Build() {
   std::vector<Stream*> streams;
   for (Device* device : devices_) {
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
-                             device->CreateStream());
+                             runner_ == Runner::kCaller
+                                 ? device->CreateCallerStream()
+                                 : device->CreateStream());
     streams.push_back(stream.get());
     streams_.push_back(std::move(stream));
   }

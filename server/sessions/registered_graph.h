@@ -74,6 +74,12 @@ class RegisteredGraph {
     bool inherited_ = false;
   };
 
+  // Who runs the executions' work: stream threads, so that Submit returns
+  // before it is done and consecutive executions pipeline; or the thread
+  // that calls Submit, on the devices that can (Device::CreateCallerStream),
+  // for a caller that waits for each execution anyway.
+  enum class Runner { kStreams, kCaller };
+
   // Places and allocates `graph` over `devices` (CPU last) with `n_copies`
   // executions in flight (1 to kMaxCopies). Input tensors start zeroed.
   // Errors: INVALID_ARGUMENT for n_copies out of range; the scheduler's
@@ -81,7 +87,7 @@ class RegisteredGraph {
   // a node no device supports); a device's error creating a stream.
   static absl::StatusOr<std::unique_ptr<RegisteredGraph>> Create(
       std::unique_ptr<DecodedGraph> graph, const std::vector<Device*>& devices,
-      int n_copies, const Limits& limits);
+      int n_copies, const Limits& limits, Runner runner);
 
   // Waits for the work in flight.
   ~RegisteredGraph();
@@ -113,7 +119,7 @@ class RegisteredGraph {
  private:
   RegisteredGraph(std::unique_ptr<DecodedGraph> graph,
                   std::vector<Device*> devices, int n_copies,
-                  const Limits& limits);
+                  const Limits& limits, Runner runner);
   // Makes the streams and the scheduler, allocates the graph, zeroes the
   // inputs.
   absl::Status Build() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -132,6 +138,7 @@ class RegisteredGraph {
   const std::vector<Device*> devices_;
   const int n_copies_;
   const Limits limits_;
+  const Runner runner_;
   int n_splits_ = 0;
   std::vector<std::pair<std::string, size_t>> compute_bytes_;
   size_t memory_bytes_ = 0;
