@@ -125,7 +125,7 @@ absl::Status Main(const Flags& flags) {
       "GB/s: the best run; ratio: raw TCP time / tessera time, of the best "
       "runs and the median over the pairs\n\n",
       flags.mib, device, daemon.Describe(), flags.reps);
-  absl::PrintF("%-22s %12s %12s %10s %12s\n", "case", "tessera GB/s",
+  absl::PrintF("%-30s %12s %12s %10s %12s\n", "case", "tessera GB/s",
                "raw TCP GB/s", "best/best", "median pair");
   std::unique_ptr<GgmlRpcTransfer> ggml;
   const int ggml_port =
@@ -158,7 +158,7 @@ absl::Status Main(const Flags& flags) {
                        piece == kTotal
                            ? absl::StrCat("1 x ", flags.mib, " MiB")
                            : absl::StrCat(kTotal / kPiece, " x 8 MiB"));
-      absl::PrintF("%-22s %12.2f %12.2f %10.2f %12.2f\n", name,
+      absl::PrintF("%-30s %12.2f %12.2f %10.2f %12.2f\n", name,
                    kTotal / t / 1e9, kTotal / w / 1e9, w / t,
                    pairs.MedianRatio());
     }
