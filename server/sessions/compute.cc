@@ -63,7 +63,8 @@ absl::Status Run(Session& session, const std::vector<Device*>& devices,
   if (status.ok()) {
     uint64_t bytes = 0;
     for (Stream* stream : streams) bytes += sched->compute_buffer_size(stream);
-    absl::StatusOr<MemoryCharge> charge = session.Reserve(bytes, "compute memory");
+    absl::StatusOr<MemoryCharge> charge =
+        session.Reserve(bytes, "compute memory");
     if (charge.ok()) {
       compute_memory = *std::move(charge);
     } else {
