@@ -7,22 +7,22 @@
 // sleeping thread costs tens of microseconds on a virtual machine, a
 // bounded spin a few.
 
+#include <chrono>
 #include <thread>
 
 namespace tessera {
 
 // Long enough to bridge the gap between two small nodes, two graphs queued
-// back to back or a small split boundary (about 40 us of pauses on a
-// current x86 core), short enough not to burn a core when work goes idle.
-inline constexpr int kSpinIterations = 2048;
+// back to back or a small split boundary, short enough not to burn a core
+// when work goes idle.
+inline constexpr std::chrono::microseconds kSpinTime{80};
 // A stream's worker waits longer for its next task: a client that waits for
 // each result sends the next request a network round trip after the
 // previous task ends, which on a VM whose idle vCPUs halt is longer than
-// kSpinIterations bridges (about 80 us with its yields there). bench/rtt,
-// registered Execute of a 1-op graph, daemon and client on a 2-vCPU Zen 4
-// VM, six alternating rounds: 90-115 us with this against 112-149 us with
-// kSpinIterations.
-inline constexpr int kWorkerSpinIterations = 4 * kSpinIterations;
+// kSpinTime bridges. bench/rtt, registered Execute of a 1-op graph, daemon
+// and client on a 2-vCPU Zen 4 VM, six alternating rounds: 90-115 us with a
+// spin of this length against 112-149 us with one of kSpinTime.
+inline constexpr std::chrono::microseconds kWorkerSpinTime{300};
 // Every kYieldEvery-th pause is a yield of the core: on a machine with more
 // runnable threads than cores, the thread being waited for may need this
 // one's core. Measured with bench/pipeline on a 2-core VM while a compiler
@@ -38,19 +38,23 @@ inline void CpuRelax() {
 #endif
 }
 
-// Spins until done() is true or `iterations` pauses have passed; returns
-// done().
+// Spins until done() is true or `budget` has passed by the clock; returns
+// done(). By the clock, not by a count of pauses: each yield lasts as long
+// as the other runnable threads keep the core, so on a busy 2-vCPU VM 2048
+// pauses lasted 53-164 ms instead of 80 us, the waiter all that time in the
+// run queue beside the work it waits for.
 template <typename Done>
-bool SpinUntil(Done done, int iterations = kSpinIterations) {
-  for (int i = 0; i < iterations; ++i) {
+bool SpinUntil(Done done, std::chrono::microseconds budget = kSpinTime) {
+  const auto give_up = std::chrono::steady_clock::now() + budget;
+  for (int i = 1;; ++i) {
     if (done()) return true;
-    if (i % kYieldEvery == kYieldEvery - 1) {
-      std::this_thread::yield();
-    } else {
+    if (i % kYieldEvery != 0) {
       CpuRelax();
+      continue;
     }
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() >= give_up) return done();
   }
-  return done();
 }
 
 }  // namespace tessera

@@ -108,7 +108,7 @@ void TaskQueue::Drain(bool linger) {
     // pipeline): polling first saves a sleeping thread's wake-up.
     if (linger) {
       SpinUntil([this] { return ready_.load(std::memory_order_acquire); },
-                kWorkerSpinIterations);
+                kWorkerSpinTime);
     }
     Entry entry;
     bool skip = false;
