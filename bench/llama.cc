@@ -108,6 +108,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "backend/alloc/tensor_allocator.h"
 #include "backend/assembly/device_spec.h"
@@ -691,14 +692,21 @@ absl::Status CheckRound(Mode& m, const Config& c,
 
 // One timed round of every mode, decoding as a greedy caller does
 // (ProcessGreedy: remote reads back only the argmax): each mode's prompt in
-// turn, then decode step i of every mode before step i + 1, so that the
-// modes' times per token are taken side by side under the same machine
-// load. Every mode is fed `forced` (local's greedy tokens) and counts the
-// tokens that differ from its check round's.
-// One timed round of every mode, their decode steps interleaved: step i of
-// each mode, then a pass of `read`. Returns the read's GB/s over the round:
-// the bandwidth of the same minutes as the decode steps, on a machine whose
-// bandwidth moves from minute to minute.
+// turn, then decode step i of every mode, then a pass of `read`, before
+// step i + 1, so that the modes' times per token are taken side by side
+// under the same machine load. Every mode is fed `forced` (local's greedy
+// tokens) and counts the tokens that differ from its check round's.
+// Returns the read's GB/s over the round: the bandwidth of the same minutes
+// as the decode steps, on a machine whose bandwidth moves from minute to
+// minute.
+//
+// Each step starts after kSettle, with the threads of the mode before it
+// asleep: a stream's threads poll for more work for a while after their
+// last (backend/spin.h), and a step begun meanwhile shared its cores with
+// them (on 2 vCPUs, remote decode lost 4% to local so, this process
+// spending 1.8 ms of CPU per remote token against 0.3 without the local
+// mode beside it).
+constexpr absl::Duration kSettle = absl::Milliseconds(2);
 absl::StatusOr<double> TimedRound(absl::Span<Mode> modes, const Config& c,
                                   absl::Span<const int32_t> forced,
                                   StreamRead& read) {
@@ -715,6 +723,7 @@ absl::StatusOr<double> TimedRound(absl::Span<Mode> modes, const Config& c,
   read.Reset();
   for (int i = 0; i < c.decode; ++i) {
     for (Mode& m : modes) {
+      absl::SleepFor(kSettle);
       const double self_before = SelfCpuSeconds();
       const double daemon_before = ProcessCpuSeconds(m.daemon_pid);
       const auto start = Clock::now();
