@@ -41,7 +41,7 @@ inline void CpuRelax() {
 // Spins until done() is true or `budget` has passed by the clock; returns
 // done(). By the clock, not by a count of pauses: each yield lasts as long
 // as the other runnable threads keep the core, so on a busy 2-vCPU VM 2048
-// pauses lasted 53-164 ms instead of 80 us, the waiter all that time in the
+// pauses lasted 90-93 ms instead of 80 us, the waiter all that time in the
 // run queue beside the work it waits for.
 template <typename Done>
 bool SpinUntil(Done done, std::chrono::microseconds budget = kSpinTime) {
