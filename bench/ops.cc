@@ -41,8 +41,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>

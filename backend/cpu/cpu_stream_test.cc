@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/types/span.h"
 #include "backend/cpu/cpu_device.h"
 #include "backend/cpu/simd_level.h"
 #include "graph/context.h"
@@ -59,16 +60,31 @@ std::vector<float> ReadF32(const Tensor& t) {
   return out;
 }
 
+// z = (2x + 1) + x = 3x + 1 for an F32 x of shape `ne`, allocated on
+// `device` by Build.
+struct ThreeXPlusOne {
+  void Build(CpuDevice& device, absl::Span<const int64_t> ne) {
+    x = ctx.NewTensor(Type::kF32, ne).value();
+    Tensor* y = Scale(ctx, x, 2.0f, 1.0f).value();
+    z = Add(ctx, y, x).value();
+    ASSERT_TRUE(graph.Expand(z).ok());
+    buffer = AllocTensors(device.buffer_type(), TensorsOf(graph)).value();
+  }
+
+  Context ctx;
+  Tensor* x = nullptr;
+  Tensor* z = nullptr;
+  Graph graph;
+  std::unique_ptr<Buffer> buffer;
+};
+
 TEST(CpuStreamTest, RunsSetComputeGetInOrder) {
   CpuDevice device(Options("cpu0", 2));
-  Context ctx;
-  Tensor* x = ctx.NewTensor(Type::kF32, {8, 4}).value();
-  Tensor* y = Scale(ctx, x, 2.0f, 1.0f).value();
-  Tensor* z = Add(ctx, y, x).value();
-  Graph graph;
-  ASSERT_TRUE(graph.Expand(z).ok());
-  std::unique_ptr<Buffer> buffer =
-      AllocTensors(device.buffer_type(), TensorsOf(graph)).value();
+  ThreeXPlusOne g;
+  ASSERT_NO_FATAL_FAILURE(g.Build(device, {8, 4}));
+  Tensor* x = g.x;
+  Tensor* z = g.z;
+  const Graph& graph = g.graph;
   std::unique_ptr<Stream> stream = device.CreateStream().value();
 
   // Two rounds queued back to back: each Get must see its own Set.
@@ -95,14 +111,11 @@ TEST(CpuStreamTest, RunsSetComputeGetInOrder) {
 // the calling thread (with a team of 2: the caller and one helper).
 TEST(CpuStreamTest, ACallerStreamRunsTheWorkBeforeTheCallReturns) {
   CpuDevice device(Options("cpu0", 2));
-  Context ctx;
-  Tensor* x = ctx.NewTensor(Type::kF32, {64, 64}).value();
-  Tensor* y = Scale(ctx, x, 2.0f, 1.0f).value();
-  Tensor* z = Add(ctx, y, x).value();
-  Graph graph;
-  ASSERT_TRUE(graph.Expand(z).ok());
-  std::unique_ptr<Buffer> buffer =
-      AllocTensors(device.buffer_type(), TensorsOf(graph)).value();
+  ThreeXPlusOne g;
+  ASSERT_NO_FATAL_FAILURE(g.Build(device, {64, 64}));
+  Tensor* x = g.x;
+  Tensor* z = g.z;
+  const Graph& graph = g.graph;
   std::unique_ptr<Stream> stream = device.CreateCallerStream().value();
   std::unique_ptr<Event> done = device.CreateEvent().value();
 
