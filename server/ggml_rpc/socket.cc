@@ -10,13 +10,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
+#include "backend/spin.h"
 
 namespace tessera::server::ggml_rpc {
 namespace {
@@ -28,19 +27,12 @@ namespace {
 // took 57-72 us with a sleeping reader, 23-24 us with this. poll() rather
 // than a non-blocking recv(): it does not take the socket's lock, which the
 // arriving data needs.
-constexpr absl::Duration kPollBeforeSleep = absl::Microseconds(100);
-// Polls between two yields of the core to other threads.
-constexpr int kPollsPerYield = 16;
+constexpr std::chrono::microseconds kPollBeforeSleep{100};
 
 // Returns once `fd` is readable (or closed) or kPollBeforeSleep has passed.
 void PollBriefly(int fd) {
-  const absl::Time give_up = absl::Now() + kPollBeforeSleep;
   pollfd readable = {fd, POLLIN, 0};
-  for (int polls = 1; poll(&readable, 1, 0) == 0; ++polls) {
-    if (polls % kPollsPerYield != 0) continue;
-    std::this_thread::yield();
-    if (absl::Now() > give_up) return;
-  }
+  SpinUntil([&] { return poll(&readable, 1, 0) != 0; }, kPollBeforeSleep);
 }
 
 }  // namespace
