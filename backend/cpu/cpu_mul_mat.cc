@@ -40,6 +40,8 @@ void (*TileKernel(const CpuKernels& kernels, Type type))(const TileGemmArgs&) {
 void (*FloatGemmKernel(const CpuKernels& kernels,
                        Type type))(const FloatGemmArgs&) {
   switch (type) {
+    case Type::kF32:
+      return kernels.gemm_f32;
     case Type::kF16:
       return kernels.gemm_f16;
     case Type::kBF16:

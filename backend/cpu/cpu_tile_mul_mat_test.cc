@@ -1,5 +1,5 @@
-// The products of many columns of cpu_mul_mat.cc (F16 and BF16 weights by
-// FMAs at the avx2 and avx512 levels, FloatGemmArgs; the tile path,
+// The products of many columns of cpu_mul_mat.cc (F32, F16 and BF16 weights
+// by FMAs at the avx2 and avx512 levels, FloatGemmArgs; the tile path,
 // TileGemmArgs: BF16 pairs at the avx512bf16 level, the tile units at the
 // amx level), where this CPU has them: what they round and what they keep
 // exact, beyond the conformance suite's tolerances.
@@ -124,11 +124,12 @@ TEST_F(TileMulMatTest, F16WeightsAreMultipliedExactly) {
   }
 }
 
-// F16 and BF16 weights against many columns by FMAs (at the avx2 and avx512
-// levels, and F16 at the avx512bf16 level) meet the columns unrounded: the
-// result is the exact dot product to F32 summation error, where columns
-// rounded to BF16 would be visibly off. 37 rows and 20 columns leave
-// partial bands and tiles; k = 80 is a multiple of 16 but not of 32.
+// F32, F16 and BF16 weights against many columns by FMAs (at the avx2 and
+// avx512 levels, F32 and F16 at the avx512bf16 level) meet the columns
+// unrounded: the result is the exact dot product to F32 summation error,
+// where columns rounded to BF16 would be visibly off. 37 rows and 20
+// columns leave partial bands and tiles; k = 80 is a multiple of 16 but not
+// of 32.
 TEST(FloatGemmTest, WeightsMeetColumnsUnrounded) {
   if (DetectSimdLevel() < SimdLevel::kAvx2) {
     GTEST_SKIP() << "this CPU has no AVX2";
@@ -142,13 +143,13 @@ TEST(FloatGemmTest, WeightsMeetColumnsUnrounded) {
   for (SimdLevel level :
        {SimdLevel::kAvx2, SimdLevel::kAvx512, SimdLevel::kAvx512Bf16}) {
     if (level > DetectSimdLevel()) continue;
-    for (Type type : {Type::kF16, Type::kBF16}) {
+    for (Type type : {Type::kF32, Type::kF16, Type::kBF16}) {
       // BF16 weights take the pair products from the avx512bf16 level on.
       if (type == Type::kBF16 && level > SimdLevel::kAvx512) continue;
       std::vector<float> wt(w);
       for (float& v : wt) {
-        v = type == Type::kF16 ? Fp16ToFp32(Fp32ToFp16(v))
-                               : Bf16ToFp32(Fp32ToBf16(v));
+        if (type == Type::kF16) v = Fp16ToFp32(Fp32ToFp16(v));
+        if (type == Type::kBF16) v = Bf16ToFp32(Fp32ToBf16(v));
       }
       const Distances d =
           DistancesOf(Product(level, type, wt, m, x, n, k), wt, m, x, n, k);

@@ -124,7 +124,7 @@ struct FloatMatVecArgs {
   int64_t dst_col_stride;  // floats between destination columns
 };
 
-// A product of F16 or BF16 weights and at least kMinTileCols F32 columns
+// A product of F32, F16 or BF16 weights and at least kMinTileCols F32 columns
 // (cols: any count from there; k a multiple of 16) by FMAs, the weights
 // converted to F32 exactly and the columns as they are: for r < rows and
 // c < cols, dst[c * dst_col_stride + r] = dot(weight row r, x column c),
@@ -219,6 +219,7 @@ struct CpuKernels {
   void (*mat_vec_bf16)(const FloatMatVecArgs& args);
   // Float weights times many columns (FloatGemmArgs), null at levels
   // without them.
+  void (*gemm_f32)(const FloatGemmArgs& args);
   void (*gemm_f16)(const FloatGemmArgs& args);
   void (*gemm_bf16)(const FloatGemmArgs& args);
   // The tile products (see TileGemmArgs), null at levels without tile

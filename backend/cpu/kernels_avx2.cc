@@ -565,6 +565,7 @@ const CpuKernels kKernels = {
     .mat_vec_f32 = MatVec<F32Weights>,
     .mat_vec_f16 = MatVec<F16Weights>,
     .mat_vec_bf16 = MatVec<BF16Weights>,
+    .gemm_f32 = FloatGemm<F32Weights>,
     .gemm_f16 = FloatGemm<F16Weights>,
     .gemm_bf16 = FloatGemm<BF16Weights>,
     .attn_block = AttnByTypes<AttnGrouped>,
