@@ -295,7 +295,7 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
     for (int r = 0; r < R; ++r) {
       const int64_t at = b * kBlockBytes;
       const char* blocks = w[r] + at;
-      prefetch.template Lines<4 * kBlockBytes>(blocks, at);
+      prefetch.template Lines<4 * kBlockBytes>(blocks, at, r);
       // The four blocks' d (and m) as F16 words 0..3.
       auto words = [&](int field) {
         return _mm_cvtsi64_si128(

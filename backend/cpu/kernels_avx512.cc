@@ -463,7 +463,7 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
     in.Halves(b, q_lo, q_hi);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      prefetch.template Lines<4 * kBlockBytes>(w[r] + at, at);
+      prefetch.template Lines<4 * kBlockBytes>(w[r] + at, at, r);
       const __m512i v = _mm512_permutex2var_epi16(
           head[r], nibble_words,
           _mm512_castsi128_si512(_mm_loadu_si128(
@@ -558,7 +558,7 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
     __m512 mw = _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      prefetch.template Lines<4 * kBlockBytes>(w[r] + at, at);
+      prefetch.template Lines<4 * kBlockBytes>(w[r] + at, at, r);
       const __m512i head = _mm512_loadu_si512(w[r] + at);
       const __m512i tail = _mm512_castsi256_si512(_mm256_loadu_si256(
           reinterpret_cast<const __m256i*>(w[r] + at + kTail)));
@@ -665,7 +665,7 @@ void Q8QuadColumn(const QuantMatMulArgs& a, int64_t r0) {
         quarter_offset);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      prefetch.template Lines<4 * kBlockBytes>(w[r] + at, at);
+      prefetch.template Lines<4 * kBlockBytes>(w[r] + at, at, r);
       const char* step = w[r] + at;
       const __m512i head = _mm512_loadu_si512(step);
       const __m512i head_on = _mm512_loadu_si512(step + 64);
