@@ -14,14 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/types/span.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "backend/cpu/cpu_device.h"
 #include "backend/cpu/simd_level.h"
+#include "backend/testing/gate_event.h"
+#include "backend/testing/thread_count.h"
 #include "graph/context.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
-#include "backend/alloc/tensor_allocator.h"
-#include "backend/testing/gate_event.h"
-#include "backend/testing/thread_count.h"
 #include "gtest/gtest.h"
 
 namespace tessera {
@@ -82,9 +82,6 @@ TEST(CpuStreamTest, RunsSetComputeGetInOrder) {
   CpuDevice device(Options("cpu0", 2));
   ThreeXPlusOne g;
   ASSERT_NO_FATAL_FAILURE(g.Build(device, {8, 4}));
-  Tensor* x = g.x;
-  Tensor* z = g.z;
-  const Graph& graph = g.graph;
   std::unique_ptr<Stream> stream = device.CreateStream().value();
 
   // Two rounds queued back to back: each Get must see its own Set.
@@ -94,12 +91,12 @@ TEST(CpuStreamTest, RunsSetComputeGetInOrder) {
     in2[i] = -0.25f * i;
   }
   const size_t bytes = 32 * sizeof(float);
-  ASSERT_TRUE(stream->SetTensorAsync(*x, in1.data(), 0, bytes).ok());
-  ASSERT_TRUE(stream->ComputeAsync(graph).ok());
-  ASSERT_TRUE(stream->GetTensorAsync(*z, out1.data(), 0, bytes).ok());
-  ASSERT_TRUE(stream->SetTensorAsync(*x, in2.data(), 0, bytes).ok());
-  ASSERT_TRUE(stream->ComputeAsync(graph).ok());
-  ASSERT_TRUE(stream->GetTensorAsync(*z, out2.data(), 0, bytes).ok());
+  ASSERT_TRUE(stream->SetTensorAsync(*g.x, in1.data(), 0, bytes).ok());
+  ASSERT_TRUE(stream->ComputeAsync(g.graph).ok());
+  ASSERT_TRUE(stream->GetTensorAsync(*g.z, out1.data(), 0, bytes).ok());
+  ASSERT_TRUE(stream->SetTensorAsync(*g.x, in2.data(), 0, bytes).ok());
+  ASSERT_TRUE(stream->ComputeAsync(g.graph).ok());
+  ASSERT_TRUE(stream->GetTensorAsync(*g.z, out2.data(), 0, bytes).ok());
   ASSERT_TRUE(stream->Synchronize().ok());
   for (int i = 0; i < 32; ++i) {
     EXPECT_FLOAT_EQ(out1[i], 3.0f * in1[i] + 1.0f) << i;
@@ -113,18 +110,15 @@ TEST(CpuStreamTest, ACallerStreamRunsTheWorkBeforeTheCallReturns) {
   CpuDevice device(Options("cpu0", 2));
   ThreeXPlusOne g;
   ASSERT_NO_FATAL_FAILURE(g.Build(device, {64, 64}));
-  Tensor* x = g.x;
-  Tensor* z = g.z;
-  const Graph& graph = g.graph;
   std::unique_ptr<Stream> stream = device.CreateCallerStream().value();
   std::unique_ptr<Event> done = device.CreateEvent().value();
 
   const std::vector<float> in = Pattern(64 * 64, 3);
   std::vector<float> out(64 * 64);
   const size_t bytes = in.size() * sizeof(float);
-  ASSERT_TRUE(stream->SetTensorAsync(*x, in.data(), 0, bytes).ok());
-  ASSERT_TRUE(stream->ComputeAsync(graph).ok());
-  ASSERT_TRUE(stream->GetTensorAsync(*z, out.data(), 0, bytes).ok());
+  ASSERT_TRUE(stream->SetTensorAsync(*g.x, in.data(), 0, bytes).ok());
+  ASSERT_TRUE(stream->ComputeAsync(g.graph).ok());
+  ASSERT_TRUE(stream->GetTensorAsync(*g.z, out.data(), 0, bytes).ok());
   for (size_t i = 0; i < in.size(); ++i) {
     ASSERT_FLOAT_EQ(out[i], 3.0f * in[i] + 1.0f) << i;
   }
