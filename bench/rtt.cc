@@ -2,9 +2,10 @@
 // of its own: a 1-op graph and a 100-op chain on 16 floats, reading the
 // 64-byte result, as one-shot Compute and as a registered graph's Execute
 // over TCP and over a Unix socket; 100-op executions one at a time and 8 in
-// flight on one stream; and in the same run the floor of any gRPC round
-// trip (a 64-byte echo on an open stream, bench/grpc_echo.h) and a 64-byte
-// TCP ping-pong between two threads. With a ggml-rpc listener (the TCP
+// flight on one stream (client::RemoteGraph sends those it holds together,
+// and the daemon answers those done together); and in the same run the
+// floor of any gRPC round trip (a 64-byte echo on an open stream,
+// bench/grpc_echo.h) and a 64-byte TCP ping-pong between two threads. With a ggml-rpc listener (the TCP
 // daemon's, or --ggml_rpc_port of --target's host), llama.cpp's reused-graph
 // round trip: GRAPH_RECOMPUTE of a 1-op graph + a 64-byte GET_TENSOR. Ends
 // with the targets as ratios.

@@ -1,5 +1,6 @@
 #include "client/remote_graph.h"
 
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,7 @@ absl::StatusOr<std::unique_ptr<RemoteGraph>> RemoteGraph::Register(
 
 RemoteGraph::~RemoteGraph() {
   if (!ended()) {
+    (void)Flush();
     stream_->WritesDone();
     v1::ExecuteResponse response;
     while (stream_->Read(&response)) {
@@ -61,7 +63,6 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
   v1::ExecuteRequest request;
   request.set_session(client_.session());
   request.set_graph(handle_);
-  request.set_tag(next_tag_);
   TESSERA_RETURN_IF_ERROR(
       wire::ToProto(inputs, encoded_, *request.mutable_inputs()));
   for (const Tensor* out : outputs) {
@@ -69,25 +70,75 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
     request.add_outputs(id);
   }
   if (ended()) return Ended(End());
-  if (!stream_->Write(request)) {
-    return absl::UnavailableError(
-        absl::StrCat("[RemoteGraph] the execute stream of graph ", handle_,
-                     " is closed"));
+  absl::MutexLock lock(&write_mu_);
+  request.set_tag(next_tag_);
+  const size_t bytes = request.ByteSizeLong();
+  if (held_ > 0 && held_bytes_ + bytes > kMaxHeldBytes) {
+    TESSERA_RETURN_IF_ERROR(FlushLocked());
   }
+  // Whether an earlier execution is unanswered.
+  const bool busy = next_tag_ > next_result_.load(std::memory_order_acquire);
   ++next_tag_;
+  if (held_ == 0) {
+    held_message_ = std::move(request);
+  } else {
+    *held_message_.add_more() = std::move(request);
+  }
+  ++held_;
+  held_bytes_ += bytes;
+  if (busy && held_ < kMaxExecutionsPerMessage &&
+      held_bytes_ <= kMaxHeldBytes) {
+    return absl::OkStatus();
+  }
+  return FlushLocked();
+}
+
+absl::Status RemoteGraph::Flush() {
+  absl::MutexLock lock(&write_mu_);
+  return FlushLocked();
+}
+
+absl::Status RemoteGraph::FlushLocked() {
+  if (held_ == 0) return absl::OkStatus();
+  held_message_.set_max_responses_per_message(kMaxExecutionsPerMessage);
+  const bool written = stream_->Write(held_message_);
+  held_message_.Clear();
+  held_ = 0;
+  held_bytes_ = 0;
+  if (!written) {
+    return absl::UnavailableError(absl::StrCat(
+        "[RemoteGraph] the execute stream of graph ", handle_, " is closed"));
+  }
   return absl::OkStatus();
 }
 
 absl::Status RemoteGraph::Receive(absl::Span<const TensorOutput> outputs) {
-  if (ended()) return Ended(End());
-  v1::ExecuteResponse response;
-  if (!stream_->Read(&response)) return Ended(End());
-  if (response.tag() != next_result_) {
-    return absl::DataLossError(absl::StrCat("[RemoteGraph] result ",
-                                            response.tag(), " came, expected ",
-                                            next_result_));
+  if (received_.empty()) {
+    if (ended()) return Ended(End());
+    {
+      absl::MutexLock lock(&write_mu_);
+      const uint64_t sent_unanswered =
+          next_tag_ - held_ - next_result_.load(std::memory_order_acquire);
+      // A failed write shows as the end of the stream below.
+      if (held_ >= sent_unanswered) (void)FlushLocked();
+    }
+    v1::ExecuteResponse message;
+    if (!stream_->Read(&message)) return Ended(End());
+    google::protobuf::RepeatedPtrField<v1::ExecuteResponse> more;
+    more.Swap(message.mutable_more());
+    received_.push_back(std::move(message));
+    for (v1::ExecuteResponse& response : more) {
+      received_.push_back(std::move(response));
+    }
   }
-  ++next_result_;
+  const v1::ExecuteResponse response = std::move(received_.front());
+  received_.pop_front();
+  const uint64_t expected = next_result_.load(std::memory_order_acquire);
+  if (response.tag() != expected) {
+    return absl::DataLossError(absl::StrCat(
+        "[RemoteGraph] result ", response.tag(), " came, expected ", expected));
+  }
+  next_result_.fetch_add(1, std::memory_order_release);
   TESSERA_RETURN_IF_ERROR(wire::GetStatus(response));
   return wire::FromProto(response.outputs(), outputs);
 }

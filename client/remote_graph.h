@@ -1,6 +1,8 @@
 #ifndef TESSERA_CLIENT_REMOTE_GRAPH_H_
 #define TESSERA_CLIENT_REMOTE_GRAPH_H_
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -20,7 +22,7 @@
 namespace tessera::client {
 
 // A graph registered on the daemon (RegisterGraph): placed and allocated
-// once, then executed many times over an Execute stream. Submit sends an
+// once, then executed many times over an Execute stream. Submit queues an
 // execution without waiting; Receive returns results in submission order,
 // so up to n_copies executions pipeline over the daemon's devices:
 //
@@ -29,6 +31,14 @@ namespace tessera::client {
 //   for (int k = 0; k < n; ++k) g->Receive({{y, out[k], bytes}});
 //
 // One thread submits and one receives (they may differ).
+//
+// Executions travel together where they can. Submit sends an execution at
+// once when every earlier one is answered; while one is not, it holds the
+// new one, up to kMaxExecutionsPerMessage, and Receive sends those held
+// before it waits, in one message, once the daemon has no more executions
+// to answer than are held (so that the daemon works on one message while
+// the next gathers). Flush sends them at once. The daemon likewise answers
+// executions that finish together in one message.
 class RemoteGraph {
  public:
   struct Options {
@@ -52,9 +62,10 @@ class RemoteGraph {
     return compute_bytes_;
   }
 
-  // Queues one execution with `inputs` (inline bytes) returning `outputs`.
-  // Errors: INVALID_ARGUMENT for a tensor not in the graph; UNAVAILABLE
-  // when the stream has broken.
+  // Queues one execution with `inputs` (inline bytes, copied) returning
+  // `outputs`: sends it, or holds it while an earlier one is unanswered
+  // (see above). Errors: INVALID_ARGUMENT for a tensor not in the graph;
+  // UNAVAILABLE when the stream has broken.
   absl::Status Submit(absl::Span<const TensorInput> inputs,
                       absl::Span<const Tensor* const> outputs);
   // The next execution's result, copied into `outputs` (the tensors of its
@@ -63,8 +74,17 @@ class RemoteGraph {
   // Submit then Receive.
   absl::Status Run(absl::Span<const TensorInput> inputs,
                    absl::Span<const TensorOutput> outputs);
+  // Sends the executions Submit holds now. Errors: UNAVAILABLE when the
+  // stream has broken.
+  absl::Status Flush();
 
  private:
+  // Executions (and responses) one message carries at most.
+  static constexpr uint32_t kMaxExecutionsPerMessage = 16;
+  // Submit holds executions of up to this many bytes in all (a larger one
+  // goes alone).
+  static constexpr size_t kMaxHeldBytes = size_t{4} << 20;
+
   RemoteGraph(Client& client, EncodedGraph encoded)
       : client_(client), encoded_(std::move(encoded)) {}
 
@@ -74,6 +94,8 @@ class RemoteGraph {
   absl::Status End();
   // UNAVAILABLE naming the ended stream's status `end`.
   absl::Status Ended(const absl::Status& end) const;
+  // Sends the executions held, in one message.
+  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   Client& client_;
   const EncodedGraph encoded_;
@@ -82,8 +104,19 @@ class RemoteGraph {
   std::vector<std::pair<std::string, uint64_t>> compute_bytes_;
   grpc::ClientContext context_;
   std::unique_ptr<ExecuteStream> stream_;
-  uint64_t next_tag_ = 0;
-  uint64_t next_result_ = 0;
+  // Held by Submit and around every write.
+  absl::Mutex write_mu_;
+  uint64_t next_tag_ ABSL_GUARDED_BY(write_mu_) = 0;
+  // Executions submitted and not yet sent: held_ of them, of held_bytes_,
+  // the later ones in held_message_.more.
+  v1::ExecuteRequest held_message_ ABSL_GUARDED_BY(write_mu_);
+  uint32_t held_ ABSL_GUARDED_BY(write_mu_) = 0;
+  size_t held_bytes_ ABSL_GUARDED_BY(write_mu_) = 0;
+  // Responses read and not yet received (a message may carry several);
+  // the receiving thread's.
+  std::deque<v1::ExecuteResponse> received_;
+  // The tag of the next result to receive (set by the receiving thread).
+  std::atomic<uint64_t> next_result_ = 0;
   // The stream's status once it has ended; after that neither Submit nor
   // Receive touches the stream (gRPC aborts on a second Finish, or a read
   // after it).

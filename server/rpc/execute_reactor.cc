@@ -1,11 +1,16 @@
 #include "server/rpc/execute_reactor.h"
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -21,6 +26,10 @@ constexpr int kMaxResubmits = 2;
 // How long gRPC's callback thread waits for an execution before it hands
 // the wait to the work queue.
 constexpr absl::Duration kInlineWait = absl::Microseconds(50);
+// Executions one message carries at most, either way (tessera.proto).
+constexpr size_t kMaxExecutionsPerMessage = 64;
+// Responses join one message up to this many bytes in all.
+constexpr size_t kBatchBytes = 4 << 20;
 
 class ExecuteReactor final
     : public grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse> {
@@ -37,11 +46,21 @@ class ExecuteReactor final
       mu_.Unlock();
       return;
     }
-    if (held_++ == 0) busy_.emplace(context_.in_flight.Begin());
-    auto item = std::make_unique<Item>();
-    item->request = std::move(request_);
+    if (absl::Status s = CheckMessage(request_); !s.ok()) {
+      Stop(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        std::string(s.message())));
+      mu_.Unlock();
+      return;
+    }
+    response_batch_ = std::clamp<size_t>(request_.max_responses_per_message(),
+                                         1, kMaxExecutionsPerMessage);
+    if (held_ == 0) busy_.emplace(context_.in_flight.Begin());
+    held_ += 1 + request_.more_size();
+    google::protobuf::RepeatedPtrField<v1::ExecuteRequest> more;
+    more.Swap(request_.mutable_more());
+    Queue(std::move(request_));
     request_.Clear();
-    queued_.push_back(std::move(item));
+    for (v1::ExecuteRequest& request : more) Queue(std::move(request));
     const bool may_read = held_ < context_.limits.max_queued_executions;
     read_paused_ = !may_read;
     if (driving_) {
@@ -58,10 +77,13 @@ class ExecuteReactor final
   }
 
   void OnWriteDone(bool ok) override {
-    std::unique_ptr<Item> written;
+    // Freed once mu_ is released.
+    std::vector<std::unique_ptr<Item>> written;
+    v1::ExecuteResponse batch;
     absl::MutexLock lock(&mu_);
-    written = std::move(writing_);
-    Unhold();
+    written.swap(writing_);
+    batch.Swap(&batch_);
+    for (size_t i = 0; i < written.size(); ++i) Unhold();
     if (!ok) {
       Stop(grpc::Status(grpc::StatusCode::CANCELLED,
                         "[Execute] the client went away"));
@@ -115,10 +137,48 @@ class ExecuteReactor final
 
   enum class Outcome { kOk, kFailed, kAgain };
 
+  // A message's executions: at most kMaxExecutionsPerMessage, and only the
+  // first carries others.
+  static absl::Status CheckMessage(const v1::ExecuteRequest& request) {
+    const size_t count = 1 + request.more_size();
+    if (count > kMaxExecutionsPerMessage) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("[Execute] a message carries ", count,
+                       " executions; at most ", kMaxExecutionsPerMessage));
+    }
+    for (int i = 0; i < request.more_size(); ++i) {
+      if (request.more(i).more_size() != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "[Execute] execution ", i + 2,
+            " of a message carries executions of its own (more); only the "
+            "first may"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void Queue(v1::ExecuteRequest request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto item = std::make_unique<Item>();
+    item->request = std::move(request);
+    queued_.push_back(std::move(item));
+  }
+
   static void SetError(const absl::Status& status, Item& item) {
     item.response.clear_outputs();
     item.held.Release();
     wire::SetStatus(status, item.response);
+  }
+
+  // Whether submitting `item` returns within about kInlineWait: not when
+  // its graph's work runs in Submit (RegisteredGraph::Runner::kCaller) and
+  // took longer than that the latest time, or has not run yet.
+  bool RunsBriefly(const Item& item) const {
+    absl::StatusOr<std::shared_ptr<Session>> session =
+        context_.sessions.Find(item.request.session());
+    if (!session.ok()) return true;
+    absl::StatusOr<std::shared_ptr<RegisteredGraph>> graph =
+        (*session)->FindGraph(item.request.graph());
+    return !graph.ok() || (*graph)->caller_run_time() <= kInlineWait;
   }
 
   absl::Status SubmitRequest(Item& item) {
@@ -213,6 +273,9 @@ class ExecuteReactor final
       const bool may_submit =
           !queued_.empty() && !(recovering_ && !submitted_.empty());
       if (may_submit && (!on_callback_thread || submitted_.empty())) {
+        if (on_callback_thread && !RunsBriefly(*queued_.front())) {
+          return HandOff();
+        }
         std::unique_ptr<Item> item = std::move(queued_.front());
         queued_.pop_front();
         mu_.Unlock();
@@ -291,12 +354,27 @@ class ExecuteReactor final
     if (--held_ == 0) busy_.reset();
   }
 
-  // Starts the next write unless one is in progress.
+  // Starts the next write unless one is in progress: the responses ready,
+  // up to response_batch_ of them and kBatchBytes (or one larger response).
   void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ != nullptr || to_write_.empty() || stopping_) return;
-    writing_ = std::move(to_write_.front());
-    to_write_.pop_front();
-    StartWrite(&writing_->response);
+    if (!writing_.empty() || to_write_.empty() || stopping_) return;
+    size_t bytes = 0;
+    while (!to_write_.empty() && writing_.size() < response_batch_) {
+      const size_t size = to_write_.front()->response.ByteSizeLong();
+      if (!writing_.empty() && bytes + size > kBatchBytes) break;
+      bytes += size;
+      writing_.push_back(std::move(to_write_.front()));
+      to_write_.pop_front();
+    }
+    if (writing_.size() == 1) {
+      StartWrite(&writing_.front()->response);
+      return;
+    }
+    batch_ = std::move(writing_.front()->response);
+    for (size_t i = 1; i < writing_.size(); ++i) {
+      *batch_.add_more() = std::move(writing_[i]->response);
+    }
+    StartWrite(&batch_);
   }
 
   void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -328,7 +406,12 @@ class ExecuteReactor final
   std::deque<std::unique_ptr<Item>> submitted_ ABSL_GUARDED_BY(mu_);
   // Complete, waiting to be written, in order.
   std::deque<std::unique_ptr<Item>> to_write_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<Item> writing_ ABSL_GUARDED_BY(mu_);
+  // Being written: one response, or several in batch_.
+  std::vector<std::unique_ptr<Item>> writing_ ABSL_GUARDED_BY(mu_);
+  v1::ExecuteResponse batch_ ABSL_GUARDED_BY(mu_);
+  // The most responses one message carries (the client's
+  // max_responses_per_message).
+  size_t response_batch_ ABSL_GUARDED_BY(mu_) = 1;
   // Requests read whose response is not yet written (or dropped); while
   // there are any the stream counts in context_.in_flight.
   size_t held_ ABSL_GUARDED_BY(mu_) = 0;

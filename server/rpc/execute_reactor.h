@@ -26,9 +26,12 @@ struct ExecuteContext {
 };
 
 // Execute: a bidirectional stream of executions of registered graphs.
-//  - Reading: a request read is held until its response is written. While
-//    limits.max_queued_executions are held the reactor stops reading, so a
-//    client that does not read its responses stops being read.
+//  - Reading: a message carries one execution or up to 64 (the later ones
+//    in `more`); a message with more, or with `more` inside `more`, ends the
+//    stream with INVALID_ARGUMENT. Each execution read is held until its
+//    response is written. While limits.max_queued_executions are held the
+//    reactor stops reading, so a client that does not read its responses
+//    stops being read.
 //  - Driving: one task at a time per stream submits the requests in order
 //    (RegisteredGraph::Submit queues compute and output reads without
 //    waiting), so several executions are in flight and the scheduler
@@ -38,8 +41,12 @@ struct ExecuteContext {
 //    execution that is already done, and moves to `work` rather than wait
 //    there for an execution or submit behind one of its own still running
 //    (its first submission may still wait for another stream's execution of
-//    the same graph to free a copy slot).
-//  - Writing: responses one at a time, in order. Their output bytes count
+//    the same graph to free a copy slot). A graph whose work runs in Submit
+//    (one device) is submitted there only if its latest execution took at
+//    most the time the callback thread would wait.
+//  - Writing: one message at a time, in order; responses ready together go
+//    in one message, up to the client's max_responses_per_message (at most
+//    64) and 4 MiB in all. Their output bytes count
 //    against the session's quota (Session::Reserve) until written; an
 //    execution whose outputs the quota cannot hold gets RESOURCE_EXHAUSTED.
 // An execution's error goes into its own response (status_code, message)

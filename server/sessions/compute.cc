@@ -114,10 +114,14 @@ absl::Status RunRegisterGraph(Session& session,
       request.n_copies() == 0
           ? 1
           : static_cast<int>(std::min<uint32_t>(request.n_copies(), 1000));
-  TESSERA_ASSIGN_OR_RETURN(
-      std::unique_ptr<RegisteredGraph> registered,
-      RegisteredGraph::Create(*std::move(graph), devices, n_copies, limits,
-                              RegisteredGraph::Runner::kStreams));
+  // On one device nothing overlaps that stream threads would let overlap:
+  // the thread that drives the executions runs them, without a hand-off.
+  const RegisteredGraph::Runner runner =
+      devices.size() == 1 ? RegisteredGraph::Runner::kCaller
+                          : RegisteredGraph::Runner::kStreams;
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RegisteredGraph> registered,
+                           RegisteredGraph::Create(*std::move(graph), devices,
+                                                   n_copies, limits, runner));
   response.set_n_splits(registered->n_splits());
   for (const auto& [device, bytes] : registered->compute_buffer_bytes()) {
     (*response.mutable_compute_buffer_bytes())[device] = bytes;

@@ -168,10 +168,21 @@ RegisteredGraph::Submit(const v1::ExecuteRequest& request,
                         const BufferResolver& resolve,
                         v1::ExecuteResponse& response) {
   absl::MutexLock lock(&mu_);
+  const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Execution>> execution =
       SubmitLocked(request, resolve, response);
   if (!execution.ok()) response.clear_outputs();
+  if (execution.ok() && runner_ == Runner::kCaller) {
+    run_nanos_.store(absl::ToInt64Nanoseconds(absl::Now() - start),
+                     std::memory_order_relaxed);
+  }
   return execution;
+}
+
+absl::Duration RegisteredGraph::caller_run_time() const {
+  if (runner_ != Runner::kCaller) return absl::ZeroDuration();
+  const int64_t nanos = run_nanos_.load(std::memory_order_relaxed);
+  return nanos < 0 ? absl::InfiniteDuration() : absl::Nanoseconds(nanos);
 }
 
 // 1. Check inputs and outputs (nothing queued on error).

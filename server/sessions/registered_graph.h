@@ -13,13 +13,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "backend/device.h"
 #include "backend/event.h"
 #include "backend/stream.h"
 #include "proto/tessera.pb.h"
 #include "sched/scheduler.h"
-#include "server/operations/config.h"
 #include "server/decoding/graph_decoder.h"
+#include "server/operations/config.h"
 
 namespace tessera::server {
 
@@ -102,6 +103,10 @@ class RegisteredGraph {
   }
   // Bytes of compute memory the graph holds on all its devices.
   size_t memory_bytes() const { return memory_bytes_; }
+  // How long the latest execution ran inside Submit, for a graph whose
+  // callers run its work (Runner::kCaller); InfiniteDuration before the
+  // first. Zero for a graph run by stream threads.
+  absl::Duration caller_run_time() const;
 
   // Binds `request.inputs`, queues the computation and the reads of
   // `request.outputs` into `response` (which must stay in place until the
@@ -150,6 +155,8 @@ class RegisteredGraph {
   // Whether every device has async streams and events; otherwise each
   // execution completes before Submit returns.
   bool use_events_ = true;
+  // caller_run_time() in nanoseconds, -1 before the first execution.
+  std::atomic<int64_t> run_nanos_{-1};
   // Set by a failed execution; the next Submit rebuilds.
   std::atomic<bool> failed_{false};
   // Counts the builds of the streams.

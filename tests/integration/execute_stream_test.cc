@@ -1,14 +1,16 @@
 // Execute and Attach streams against a real tesserad: an execution's error
-// is its own; Execute over a Unix socket; a stream whose daemon died fails
-// cleanly; idle streams cost the daemon no
-// threads; responses the client does not read count against its session's
-// quota; the stream cap; the DRAINING event and --drain_timeout on SIGTERM.
+// is its own; one message carries several executions each way; Flush sends
+// what Submit holds; Execute over a Unix socket; a stream whose daemon died
+// fails cleanly; idle streams cost the daemon no threads; responses the
+// client does not read count against its session's quota; the stream cap;
+// the DRAINING event and --drain_timeout on SIGTERM.
 
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -18,7 +20,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "backend/alloc/tensor_allocator.h"
 #include "client/client.h"
+#include "client/graph_encoder.h"
+#include "client/remote_device.h"
 #include "client/remote_graph.h"
 #include "graph/context.h"
 #include "graph/graph.h"
@@ -144,6 +149,131 @@ TEST(ExecuteStreamTest, AnExecutionsErrorIsItsOwn) {
   }
 }
 
+// The executions read back from an Execute stream, the messages flattened.
+std::vector<v1::ExecuteResponse> ReadAll(OpenStream& open, int* messages) {
+  std::vector<v1::ExecuteResponse> responses;
+  v1::ExecuteResponse message;
+  *messages = 0;
+  while (open.stream->Read(&message)) {
+    ++*messages;
+    google::protobuf::RepeatedPtrField<v1::ExecuteResponse> more;
+    more.Swap(message.mutable_more());
+    responses.push_back(message);
+    for (const v1::ExecuteResponse& response : more) {
+      EXPECT_EQ(response.more_size(), 0);
+      responses.push_back(response);
+    }
+  }
+  return responses;
+}
+
+// Five executions in one message (the later four in `more`) run in order;
+// their responses come in order, together in one message where the client
+// allows it (max_responses_per_message) and one per message where it does
+// not.
+TEST(ExecuteStreamTest, OneMessageCarriesSeveralExecutionsEachWay) {
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu:1", "--threads=1"}).value();
+  auto client = Client::Connect(daemon->address()).value();
+  PickRows g;
+  auto remote = RemoteGraph::Register(*client, g.graph, {}).value();
+  // The tensors' ids on the wire, as Register sent them.
+  const client::EncodedGraph encoded =
+      client::EncodeGraph(g.graph, *client, /*require_data=*/false).value();
+  auto stub = NewStub(daemon->address(), 0);
+  constexpr int kExecutions = 5;
+  std::vector<std::vector<float>> as(kExecutions);
+  for (int k = 0; k < kExecutions; ++k) {
+    for (int64_t i = 0; i < kCols * kRows; ++i) as[k].push_back(k * 100 + i);
+  }
+  const std::vector<int32_t> bs = {6, 1, 3};
+  for (uint32_t allowed : {0u, 8u}) {
+    SCOPED_TRACE(allowed);
+    v1::ExecuteRequest message;
+    for (int k = 0; k < kExecutions; ++k) {
+      v1::ExecuteRequest& request = k == 0 ? message : *message.add_more();
+      request.set_session(client->session());
+      request.set_graph(remote->handle());
+      request.set_tag(k);
+      v1::TensorData* a = request.add_inputs();
+      a->set_id(encoded.IdOf(g.a).value());
+      a->set_data(as[k].data(), as[k].size() * sizeof(float));
+      v1::TensorData* b = request.add_inputs();
+      b->set_id(encoded.IdOf(g.b).value());
+      b->set_data(bs.data(), bs.size() * sizeof(int32_t));
+      request.add_outputs(encoded.IdOf(g.out).value());
+    }
+    message.set_max_responses_per_message(allowed);
+    OpenStream open;
+    open.stream = stub->Execute(&open.context);
+    ASSERT_TRUE(open.stream->Write(message));
+    open.stream->WritesDone();
+    int messages = 0;
+    const std::vector<v1::ExecuteResponse> responses = ReadAll(open, &messages);
+    EXPECT_TRUE(open.stream->Finish().ok());
+    if (allowed == 0) EXPECT_EQ(messages, kExecutions);
+    EXPECT_LE(messages, kExecutions);
+    ASSERT_EQ(responses.size(), size_t{kExecutions});
+    for (int k = 0; k < kExecutions; ++k) {
+      const v1::ExecuteResponse& response = responses[k];
+      EXPECT_EQ(response.tag(), uint64_t(k));
+      ASSERT_EQ(response.status_code(), 0) << response.status_message();
+      ASSERT_EQ(response.outputs_size(), 1);
+      const std::string& data = response.outputs(0).data();
+      ASSERT_EQ(data.size(), kCols * kPicks * sizeof(float));
+      std::vector<float> got(kCols * kPicks);
+      std::memcpy(got.data(), data.data(), data.size());
+      for (int64_t r = 0; r < kPicks; ++r) {
+        for (int64_t c = 0; c < kCols; ++c) {
+          EXPECT_EQ(got[r * kCols + c], as[k][bs[r] * kCols + c])
+              << "execution " << k << " row " << r << " col " << c;
+        }
+      }
+    }
+  }
+}
+
+// Submit holds an execution while an earlier one is unanswered; Flush sends
+// it. The graph copies its input into a buffer of the session's, so the
+// buffer shows which executions have run before any result is received.
+TEST(ExecuteStreamTest, FlushSendsTheExecutionsSubmitHolds) {
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu:1", "--threads=1"}).value();
+  auto client = Client::Connect(daemon->address()).value();
+  auto devices = client::RemoteDevice::ListAll(*client).value();
+  Context ctx;
+  Tensor* x = ctx.NewTensor(Type::kF32, {4}).value();
+  x->flags |= kFlagInput;
+  Tensor* kept = ctx.NewTensor(Type::kF32, {4}).value();
+  kept->name = "kept";
+  auto buffer = AllocTensors(devices[0]->buffer_type(), {kept}).value();
+  Tensor* y = Cpy(ctx, x, kept).value();
+  Graph graph;
+  ASSERT_TRUE(graph.Expand(y).ok());
+  auto remote = RemoteGraph::Register(*client, graph, {}).value();
+
+  constexpr int kExecutions = 3;
+  std::vector<std::vector<float>> xs;
+  for (int k = 0; k < kExecutions; ++k) {
+    xs.push_back(std::vector<float>(4, 10.0f * (k + 1)));
+    ASSERT_TRUE(remote->Submit({{x, xs[k].data(), 16}}, {y}).ok());
+  }
+  ASSERT_TRUE(remote->Flush().ok());
+  // The last execution's copy lands within the deadline once it is sent.
+  std::vector<float> seen(4);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  do {
+    absl::SleepFor(absl::Milliseconds(20));
+    ASSERT_TRUE(kept->buffer->GetTensor(*kept, seen.data(), 0, 16).ok());
+  } while (seen[0] != xs.back()[0] && absl::Now() < deadline);
+  EXPECT_EQ(seen, xs.back());
+  for (int k = 0; k < kExecutions; ++k) {
+    std::vector<float> got(4);
+    ASSERT_TRUE(remote->Receive({{y, got.data(), 16}}).ok());
+    EXPECT_EQ(got, xs[k]);
+  }
+}
+
 TEST(ExecuteStreamTest, ExecutesOverAUnixSocket) {
   auto daemon = DaemonProcess::Start({"--devices=cpu:1", "--threads=1"},
                                      absl::Seconds(120),
@@ -231,6 +361,7 @@ TEST(ExecuteStreamTest, UnreadResponsesCountAgainstTheQuota) {
   for (int k = 0; k < kExecutions; ++k) {
     ASSERT_TRUE(remote->Submit({{g.x, in.data(), bytes}}, {g.y}).ok());
   }
+  ASSERT_TRUE(remote->Flush().ok());
   absl::SleepFor(absl::Seconds(1));
   // The held results leave no room for a buffer now.
   EXPECT_EQ(client->AllocBuffer("cpu0", 8 << 20, BufferUsage::kAny)

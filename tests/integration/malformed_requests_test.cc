@@ -216,6 +216,17 @@ grpc::Status ExecuteOnce(const v1::ExecuteRequest& request) {
                       response.status_message());
 }
 
+// A message on an Execute stream whose fault ends the stream: its status.
+grpc::Status ExecuteStreamEnd(const v1::ExecuteRequest& request) {
+  auto ctx = Ctx();
+  auto stream = env->stub->Execute(ctx.get());
+  if (!stream->Write(request)) return stream->Finish();
+  v1::ExecuteResponse response;
+  while (stream->Read(&response)) {
+  }
+  return stream->Finish();
+}
+
 uint64_t RegisterAdd() {
   v1::RegisterGraphRequest request;
   request.set_session(env->mine.id);
@@ -681,6 +692,22 @@ std::vector<Case> Cases() {
          return ExecuteOnce(q);
        },
        C::INVALID_ARGUMENT, "needs 32 bytes, got 3"},
+      {"ExecuteTooManyInOneMessage",
+       [] {
+         v1::ExecuteRequest q;
+         q.set_session(env->mine.id);
+         for (int i = 0; i < 64; ++i) q.add_more()->set_session(env->mine.id);
+         return ExecuteStreamEnd(q);
+       },
+       C::INVALID_ARGUMENT, "carries 65 executions; at most 64"},
+      {"ExecuteNestedExecutions",
+       [] {
+         v1::ExecuteRequest q;
+         q.set_session(env->mine.id);
+         q.add_more()->add_more()->set_session(env->mine.id);
+         return ExecuteStreamEnd(q);
+       },
+       C::INVALID_ARGUMENT, "execution 2 of a message carries executions"},
       {"ReleaseUnknownGraph",
        [] {
          v1::ReleaseGraphRequest q;
