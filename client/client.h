@@ -40,12 +40,15 @@
 
 namespace tessera::client {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+// The protocol versions this client speaks (tessera.proto); with a daemon
+// that speaks only version 1, RemoteGraph sends one execution per message.
+inline constexpr uint32_t kMinProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 struct ClientOptions {
   std::string name = "tessera-client";
   // Versions offered in Hello.
-  uint32_t min_version = kProtocolVersion;
+  uint32_t min_version = kMinProtocolVersion;
   uint32_t max_version = kProtocolVersion;
   // How long Connect keeps trying to reach the daemon.
   absl::Duration connect_timeout = absl::Seconds(30);

@@ -86,7 +86,7 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
   }
   ++held_;
   held_bytes_ += bytes;
-  if (busy && held_ < kMaxExecutionsPerMessage &&
+  if (batches_ && busy && held_ < kMaxExecutionsPerMessage &&
       held_bytes_ <= kMaxHeldBytes) {
     return absl::OkStatus();
   }
@@ -100,7 +100,9 @@ absl::Status RemoteGraph::Flush() {
 
 absl::Status RemoteGraph::FlushLocked() {
   if (held_ == 0) return absl::OkStatus();
-  held_message_.set_max_responses_per_message(kMaxExecutionsPerMessage);
+  if (batches_) {
+    held_message_.set_max_responses_per_message(kMaxExecutionsPerMessage);
+  }
   const bool written = stream_->Write(held_message_);
   held_message_.Clear();
   held_ = 0;

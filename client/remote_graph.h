@@ -38,7 +38,9 @@ namespace tessera::client {
 // before it waits, in one message, once the daemon has no more executions
 // to answer than are held (so that the daemon works on one message while
 // the next gathers). Flush sends them at once. The daemon likewise answers
-// executions that finish together in one message.
+// executions that finish together in one message. (With a daemon that
+// speaks only protocol version 1, each execution goes in a message of its
+// own at once.)
 class RemoteGraph {
  public:
   struct Options {
@@ -86,7 +88,9 @@ class RemoteGraph {
   static constexpr size_t kMaxHeldBytes = size_t{4} << 20;
 
   RemoteGraph(Client& client, EncodedGraph encoded)
-      : client_(client), encoded_(std::move(encoded)) {}
+      : client_(client),
+        encoded_(std::move(encoded)),
+        batches_(client.version() >= 2) {}
 
   // Whether the stream has ended (its status is known).
   bool ended();
@@ -99,6 +103,8 @@ class RemoteGraph {
 
   Client& client_;
   const EncodedGraph encoded_;
+  // Whether a message may carry several executions (protocol version 2).
+  const bool batches_;
   uint64_t handle_ = 0;
   uint32_t n_splits_ = 0;
   std::vector<std::pair<std::string, uint64_t>> compute_bytes_;

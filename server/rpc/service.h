@@ -34,9 +34,9 @@ class Service final : public v1::Tessera::WithRawCallbackMethod_WriteTensor<
                           v1::Tessera::WithRawCallbackMethod_ReadTensor<
                               v1::Tessera::CallbackService>> {
  public:
-  // The protocol versions this server speaks.
+  // The protocol versions this server speaks (tessera.proto).
   static constexpr uint32_t kMinVersion = 1;
-  static constexpr uint32_t kMaxVersion = 1;
+  static constexpr uint32_t kMaxVersion = 2;
 
   // Everything passed in must outlive the service. Every call must pass
   // `auth` (UNAUTHENTICATED otherwise); uploads with a content hash are

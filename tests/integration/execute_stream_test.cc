@@ -1,9 +1,10 @@
 // Execute and Attach streams against a real tesserad: an execution's error
 // is its own; one message carries several executions each way; Flush sends
-// what Submit holds; Execute over a Unix socket; a stream whose daemon died
-// fails cleanly; idle streams cost the daemon no threads; responses the
-// client does not read count against its session's quota; the stream cap;
-// the DRAINING event and --drain_timeout on SIGTERM.
+// what Submit holds, and over protocol version 1 Submit holds nothing;
+// Execute over a Unix socket; a stream whose daemon died fails cleanly; idle
+// streams cost the daemon no threads; responses the client does not read
+// count against its session's quota; the stream cap; the DRAINING event and
+// --drain_timeout on SIGTERM.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -233,13 +234,18 @@ TEST(ExecuteStreamTest, OneMessageCarriesSeveralExecutionsEachWay) {
   }
 }
 
-// Submit holds an execution while an earlier one is unanswered; Flush sends
-// it. The graph copies its input into a buffer of the session's, so the
-// buffer shows which executions have run before any result is received.
-TEST(ExecuteStreamTest, FlushSendsTheExecutionsSubmitHolds) {
+// Submits three executions of a graph that copies its input into a buffer
+// of the session's, so the buffer shows which have run before any result
+// is received, calling Flush after them when `flush`; the last one runs
+// within seconds, and the results then come in order. The client offers
+// protocol versions up to `max_version`.
+void ExpectAllRunBeforeAnyReceive(uint32_t max_version, bool flush) {
   auto daemon =
       DaemonProcess::Start({"--devices=cpu:1", "--threads=1"}).value();
-  auto client = Client::Connect(daemon->address()).value();
+  auto client =
+      Client::Connect(daemon->address(), {.max_version = max_version})
+          .value();
+  ASSERT_EQ(client->version(), max_version);
   auto devices = client::RemoteDevice::ListAll(*client).value();
   Context ctx;
   Tensor* x = ctx.NewTensor(Type::kF32, {4}).value();
@@ -258,7 +264,7 @@ TEST(ExecuteStreamTest, FlushSendsTheExecutionsSubmitHolds) {
     xs.push_back(std::vector<float>(4, 10.0f * (k + 1)));
     ASSERT_TRUE(remote->Submit({{x, xs[k].data(), 16}}, {y}).ok());
   }
-  ASSERT_TRUE(remote->Flush().ok());
+  if (flush) ASSERT_TRUE(remote->Flush().ok());
   // The last execution's copy lands within the deadline once it is sent.
   std::vector<float> seen(4);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -272,6 +278,18 @@ TEST(ExecuteStreamTest, FlushSendsTheExecutionsSubmitHolds) {
     ASSERT_TRUE(remote->Receive({{y, got.data(), 16}}).ok());
     EXPECT_EQ(got, xs[k]);
   }
+}
+
+// Submit holds an execution while an earlier one is unanswered; Flush sends
+// it.
+TEST(ExecuteStreamTest, FlushSendsTheExecutionsSubmitHolds) {
+  ExpectAllRunBeforeAnyReceive(2, /*flush=*/true);
+}
+
+// Over protocol version 1 a message carries one execution: Submit sends
+// each at once.
+TEST(ExecuteStreamTest, OverProtocolVersion1SubmitSendsEachAtOnce) {
+  ExpectAllRunBeforeAnyReceive(1, /*flush=*/false);
 }
 
 TEST(ExecuteStreamTest, ExecutesOverAUnixSocket) {

@@ -250,8 +250,8 @@ std::vector<Case> Cases() {
   return {
       // Sessions and versions.
       {"HelloVersionTooNew",
-       [] { v1::HelloResponse r; return Hello(2, 3, &r); },
-       C::FAILED_PRECONDITION, "versions 2..3"},
+       [] { v1::HelloResponse r; return Hello(3, 4, &r); },
+       C::FAILED_PRECONDITION, "versions 3..4"},
       {"HelloNoVersion", [] { v1::HelloResponse r; return Hello(0, 0, &r); },
        C::FAILED_PRECONDITION, ""},
       {"HelloInvertedRange",
