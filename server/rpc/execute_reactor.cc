@@ -310,10 +310,15 @@ class ExecuteReactor final
           continue;
         }
         to_write_.push_back(std::move(done));
-        WriteNext();
+        // A response waits for the executions queued behind it, so that
+        // those of one message go back in one, up to a message's worth.
+        if (queued_.empty() || to_write_.size() >= response_batch_) {
+          WriteNext();
+        }
         StartOwedRead();
         continue;
       }
+      WriteNext();
       StartOwedRead();
       driving_ = false;
       const bool gone = done_;
@@ -326,6 +331,7 @@ class ExecuteReactor final
   // Continues the driver on the work queue. Called with mu_ held; returns
   // with it released.
   void HandOff() ABSL_UNLOCK_FUNCTION(mu_) {
+    WriteNext();
     StartOwedRead();
     const std::string key = WorkKey();
     mu_.Unlock();

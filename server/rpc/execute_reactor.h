@@ -46,7 +46,9 @@ struct ExecuteContext {
 //    most the time the callback thread would wait.
 //  - Writing: one message at a time, in order; responses ready together go
 //    in one message, up to the client's max_responses_per_message (at most
-//    64) and 4 MiB in all. Their output bytes count
+//    64) and 4 MiB in all, and a response waits (up to a message's worth)
+//    for the driver to submit the executions queued behind it. Their output
+//    bytes count
 //    against the session's quota (Session::Reserve) until written; an
 //    execution whose outputs the quota cannot hold gets RESOURCE_EXHAUSTED.
 // An execution's error goes into its own response (status_code, message)
