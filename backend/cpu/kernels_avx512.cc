@@ -807,6 +807,58 @@ float ExpShiftedSum16(float* x, int64_t n, float max) {
   return sum;
 }
 
+// Sigmoid of 16 values from e^-|x|, as the generic kernel's, the
+// reciprocal of 1 + e^-|x| by vrcp14ps and a Newton step (about 2^-28
+// relative before rounding) where that divides.
+__m512 Sigmoid16(__m512 x) {
+  const __m512 minus_abs = _mm512_castsi512_ps(_mm512_or_si512(
+      _mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)));
+  const __m512 t = ExpNonPositive16(minus_abs);
+  const __m512 d = _mm512_add_ps(t, _mm512_set1_ps(1.0f));
+  const __m512 r0 = _mm512_rcp14_ps(d);
+  const __m512 r =
+      _mm512_mul_ps(r0, _mm512_fnmadd_ps(d, r0, _mm512_set1_ps(2.0f)));
+  const __mmask16 negative =
+      _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_mul_ps(r, negative, t, r);
+}
+
+// ActGeneric 16 values at a time by Sigmoid16 (the rest by ActGeneric).
+// bench/ops GLU swiglu f32 [8192,512], 2 threads of a Zen 4 VM: 381-385
+// us against 527 with ActGeneric, whose division the compiler keeps.
+template <ActKind kKind, bool kGated>
+void Act16(const float* x, const float* g, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    __m512 a;
+    if constexpr (kKind == ActKind::kSilu) {
+      a = _mm512_mul_ps(v, Sigmoid16(v));
+    } else {
+      // GeluTanh: x sigmoid(2u), u = sqrt(2 / pi) x (1 + 0.044715 x^2).
+      const __m512 k = _mm512_set1_ps(2.0f * 0.79788456080286535588f);
+      const __m512 inner = _mm512_fmadd_ps(
+          _mm512_mul_ps(_mm512_set1_ps(0.044715f), v), v,
+          _mm512_set1_ps(1.0f));
+      a = _mm512_mul_ps(v, Sigmoid16(_mm512_mul_ps(_mm512_mul_ps(k, v),
+                                                   inner)));
+    }
+    if constexpr (kGated) a = _mm512_mul_ps(a, _mm512_loadu_ps(g + i));
+    _mm512_storeu_ps(dst + i, a);
+  }
+  ActGeneric(kKind, x + i, kGated ? g + i : nullptr, dst + i, n - i);
+}
+
+void Act(ActKind kind, const float* x, const float* g, float* dst,
+         int64_t n) {
+  if (kind == ActKind::kSilu) {
+    return g != nullptr ? Act16<ActKind::kSilu, true>(x, g, dst, n)
+                        : Act16<ActKind::kSilu, false>(x, g, dst, n);
+  }
+  return g != nullptr ? Act16<ActKind::kGelu, true>(x, g, dst, n)
+                      : Act16<ActKind::kGelu, false>(x, g, dst, n);
+}
+
 #include "backend/cpu/kernels_bands_x86.inc"
 
 struct FloatVec {
@@ -1007,7 +1059,7 @@ const CpuKernels kKernels = {
     .f32_to_f16 = F32ToF16,
     .f32_to_bf16 = F32ToBf16Generic,
     .binary = BinaryGeneric,
-    .act = ActGeneric,
+    .act = Act,
     .norm = NormGeneric,
     .soft_max = SoftMaxWith<ExpShiftedSum16>,
     .rope = RopeRows<RopeRow>,

@@ -132,5 +132,58 @@ TEST(KernelsTest, SoftMaxExcludesMaskedAndFarKeysAtEveryLevel) {
   }
 }
 
+// act at every level, SiLU and GELU (tanh form), gated and not: within a
+// few roundings of the same function in double, plus the float range
+// reduction's error, relative |z| 2^-23 for e^z, over both signs'
+// saturating ranges and into the vector steps' tail; x sigmoid keeps
+// infinities (+inf gives +inf, -inf NaN as 0 * inf) and NaN.
+TEST(KernelsTest, ActAgreesWithDoubleAtEveryLevel) {
+  constexpr int64_t n = 83;  // five steps of 16 and three after them
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x(n), g(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = -100.0f + 200.0f * static_cast<float>(i) / (n - 1);
+    if (i % 3 == 0) x[i] /= 40.0f;  // near 0 too
+    g[i] = 0.5f + static_cast<float>(i % 7);
+  }
+  // The exponential's argument, and the function.
+  auto gelu_arg = [](double v) {
+    return 2.0 * 0.79788456080286535588 * v * (1.0 + 0.044715 * v * v);
+  };
+  auto silu = [](double v) { return v / (1.0 + std::exp(-v)); };
+  auto gelu = [&](double v) { return v / (1.0 + std::exp(-gelu_arg(v))); };
+  for (SimdLevel level : SupportedSimdLevels()) {
+    for (ActKind kind : {ActKind::kSilu, ActKind::kGelu}) {
+      for (bool gated : {false, true}) {
+        std::vector<float> got(n);
+        KernelsFor(level).act(kind, x.data(), gated ? g.data() : nullptr,
+                              got.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          const bool is_silu = kind == ActKind::kSilu;
+          double want = is_silu ? silu(x[i]) : gelu(x[i]);
+          if (gated) want *= g[i];
+          const double z = is_silu ? x[i] : gelu_arg(x[i]);
+          const double rel = 4e-7 + std::fabs(z) * 2.4e-7;
+          EXPECT_NEAR(got[i], want, rel * std::fabs(want) + 1e-30)
+              << SimdLevelName(level) << " kind " << static_cast<int>(kind)
+              << " gated " << gated << " x " << x[i];
+        }
+      }
+    }
+    std::vector<float> special(n, 1.0f), got(n);
+    special[3] = inf;
+    special[20] = -inf;
+    special[37] = std::numeric_limits<float>::quiet_NaN();
+    special[81] = inf;
+    KernelsFor(level).act(ActKind::kSilu, special.data(), nullptr, got.data(),
+                          n);
+    EXPECT_EQ(got[3], inf) << SimdLevelName(level);
+    EXPECT_EQ(got[81], inf) << SimdLevelName(level);
+    EXPECT_TRUE(std::isnan(got[20])) << SimdLevelName(level);
+    EXPECT_TRUE(std::isnan(got[37])) << SimdLevelName(level);
+    EXPECT_NEAR(got[0], silu(1.0), 4e-7) << SimdLevelName(level);
+  }
+}
+
 }  // namespace
 }  // namespace tessera
