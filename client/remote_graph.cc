@@ -1,5 +1,6 @@
 #include "client/remote_graph.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
 
@@ -24,6 +25,17 @@ absl::StatusOr<std::unique_ptr<RemoteGraph>> RemoteGraph::Register(
   g->stream_ = client.OpenExecuteStream(g->context_);
   return g;
 }
+
+RemoteGraph::RemoteGraph(Client& client, EncodedGraph encoded)
+    : client_(client),
+      encoded_(std::move(encoded)),
+      max_held_(client.version() < 2 ? 1
+                : client.limits().max_queued_executions() == 0
+                    ? kMaxExecutionsPerMessage
+                    : std::clamp<uint32_t>(
+                          client.limits().max_queued_executions() / 2, 1,
+                          kMaxExecutionsPerMessage)),
+      max_held_bytes_(client.limits().max_message_bytes() / 4) {}
 
 RemoteGraph::~RemoteGraph() {
   if (!ended()) {
@@ -70,15 +82,25 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
     request.add_outputs(id);
   }
   if (ended()) return Ended(End());
-  absl::MutexLock lock(&write_mu_);
-  request.set_tag(next_tag_);
   const size_t bytes = request.ByteSizeLong();
-  if (held_ > 0 && held_bytes_ + bytes > kMaxHeldBytes) {
-    TESSERA_RETURN_IF_ERROR(FlushLocked());
+  absl::MutexLock lock(&mu_);
+  auto fits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return held_ == 0 ||
+           (held_ < max_held_ && held_bytes_ + bytes <= max_held_bytes_);
+  };
+  // Held executions that this one would overfill go first, once no other
+  // thread is writing.
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return fits() || !writing_;
+  };
+  mu_.Await(absl::Condition(&ready));
+  if (!fits()) {
+    send_held_ = true;
+    TESSERA_RETURN_IF_ERROR(SendHeldLocked());
   }
-  // Whether an earlier execution is unanswered.
-  const bool busy = next_tag_ > next_result_.load(std::memory_order_acquire);
-  ++next_tag_;
+  // An earlier execution is sent and unanswered: the daemon is at work.
+  const bool busy = Unanswered() > 0;
+  request.set_tag(next_tag_++);
   if (held_ == 0) {
     held_message_ = std::move(request);
   } else {
@@ -86,43 +108,52 @@ absl::Status RemoteGraph::Submit(absl::Span<const TensorInput> inputs,
   }
   ++held_;
   held_bytes_ += bytes;
-  if (batches_ && busy && held_ < kMaxExecutionsPerMessage &&
-      held_bytes_ <= kMaxHeldBytes) {
-    return absl::OkStatus();
-  }
-  return FlushLocked();
+  if (!busy || held_ >= max_held_) send_held_ = true;
+  return SendHeldLocked();
 }
 
 absl::Status RemoteGraph::Flush() {
-  absl::MutexLock lock(&write_mu_);
-  return FlushLocked();
+  absl::MutexLock lock(&mu_);
+  if (held_ > 0) send_held_ = true;
+  return SendHeldLocked();
 }
 
-absl::Status RemoteGraph::FlushLocked() {
-  if (held_ == 0) return absl::OkStatus();
-  if (batches_) {
-    held_message_.set_max_responses_per_message(kMaxExecutionsPerMessage);
+uint64_t RemoteGraph::Unanswered() const {
+  const uint64_t sent = next_tag_ - held_;
+  return sent > answered_ ? sent - answered_ : 0;
+}
+
+absl::Status RemoteGraph::SendHeldLocked() {
+  absl::Status status;
+  while (send_held_ && held_ > 0 && !writing_) {
+    v1::ExecuteRequest message = std::move(held_message_);
+    held_message_.Clear();
+    held_ = 0;
+    held_bytes_ = 0;
+    send_held_ = false;
+    writing_ = true;
+    if (max_held_ > 1) message.set_max_responses_per_message(max_held_);
+    mu_.Unlock();
+    const bool written = stream_->Write(message);
+    mu_.Lock();
+    writing_ = false;
+    if (!written) {
+      status = absl::UnavailableError(absl::StrCat(
+          "[RemoteGraph] the execute stream of graph ", handle_, " is closed"));
+      break;
+    }
   }
-  const bool written = stream_->Write(held_message_);
-  held_message_.Clear();
-  held_ = 0;
-  held_bytes_ = 0;
-  if (!written) {
-    return absl::UnavailableError(absl::StrCat(
-        "[RemoteGraph] the execute stream of graph ", handle_, " is closed"));
-  }
-  return absl::OkStatus();
+  return status;
 }
 
 absl::Status RemoteGraph::Receive(absl::Span<const TensorOutput> outputs) {
   if (received_.empty()) {
     if (ended()) return Ended(End());
     {
-      absl::MutexLock lock(&write_mu_);
-      const uint64_t sent_unanswered =
-          next_tag_ - held_ - next_result_.load(std::memory_order_acquire);
+      absl::MutexLock lock(&mu_);
+      if (held_ > 0 && held_ >= Unanswered()) send_held_ = true;
       // A failed write shows as the end of the stream below.
-      if (held_ >= sent_unanswered) (void)FlushLocked();
+      (void)SendHeldLocked();
     }
     v1::ExecuteResponse message;
     if (!stream_->Read(&message)) return Ended(End());
@@ -132,15 +163,17 @@ absl::Status RemoteGraph::Receive(absl::Span<const TensorOutput> outputs) {
     for (v1::ExecuteResponse& response : more) {
       received_.push_back(std::move(response));
     }
+    absl::MutexLock lock(&mu_);
+    answered_ += 1 + more.size();
   }
   const v1::ExecuteResponse response = std::move(received_.front());
   received_.pop_front();
-  const uint64_t expected = next_result_.load(std::memory_order_acquire);
-  if (response.tag() != expected) {
-    return absl::DataLossError(absl::StrCat(
-        "[RemoteGraph] result ", response.tag(), " came, expected ", expected));
+  if (response.tag() != next_result_) {
+    return absl::DataLossError(absl::StrCat("[RemoteGraph] result ",
+                                            response.tag(), " came, expected ",
+                                            next_result_));
   }
-  next_result_.fetch_add(1, std::memory_order_release);
+  ++next_result_;
   TESSERA_RETURN_IF_ERROR(wire::GetStatus(response));
   return wire::FromProto(response.outputs(), outputs);
 }

@@ -1,7 +1,6 @@
 #ifndef TESSERA_CLIENT_REMOTE_GRAPH_H_
 #define TESSERA_CLIENT_REMOTE_GRAPH_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -33,14 +32,18 @@ namespace tessera::client {
 // One thread submits and one receives (they may differ).
 //
 // Executions travel together where they can. Submit sends an execution at
-// once when every earlier one is answered; while one is not, it holds the
-// new one, up to kMaxExecutionsPerMessage, and Receive sends those held
-// before it waits, in one message, once the daemon has no more executions
-// to answer than are held (so that the daemon works on one message while
-// the next gathers). Flush sends them at once. The daemon likewise answers
-// executions that finish together in one message. (With a daemon that
-// speaks only protocol version 1, each execution goes in a message of its
-// own at once.)
+// once when the daemon has answered every one sent before. While it has
+// not, Submit holds the new one, up to a message's worth: at most
+// kMaxExecutionsPerMessage, half the daemon's max_queued_executions (so
+// that the daemon keeps reading while Receive writes) and a quarter of its
+// largest message. Receive sends those held, in one message, before it
+// waits, once the daemon has no more executions to answer than are held
+// (so that the daemon works on one message while the next gathers); Flush
+// sends them at once. Receive never waits for another thread's write: what
+// it would send then goes once that write ends. Submit waits for one only
+// when what it holds is full. The daemon likewise answers executions that
+// finish together in one message. (With a daemon that speaks only protocol
+// version 1, each execution goes in a message of its own at once.)
 class RemoteGraph {
  public:
   struct Options {
@@ -76,21 +79,16 @@ class RemoteGraph {
   // Submit then Receive.
   absl::Status Run(absl::Span<const TensorInput> inputs,
                    absl::Span<const TensorOutput> outputs);
-  // Sends the executions Submit holds now. Errors: UNAVAILABLE when the
-  // stream has broken.
+  // Sends the executions Submit holds now (or, when another thread is
+  // writing, once its write ends). Errors: UNAVAILABLE when the stream has
+  // broken.
   absl::Status Flush();
 
  private:
   // Executions (and responses) one message carries at most.
   static constexpr uint32_t kMaxExecutionsPerMessage = 16;
-  // Submit holds executions of up to this many bytes in all (a larger one
-  // goes alone).
-  static constexpr size_t kMaxHeldBytes = size_t{4} << 20;
 
-  RemoteGraph(Client& client, EncodedGraph encoded)
-      : client_(client),
-        encoded_(std::move(encoded)),
-        batches_(client.version() >= 2) {}
+  RemoteGraph(Client& client, EncodedGraph encoded);
 
   // Whether the stream has ended (its status is known).
   bool ended();
@@ -98,31 +96,41 @@ class RemoteGraph {
   absl::Status End();
   // UNAVAILABLE naming the ended stream's status `end`.
   absl::Status Ended(const absl::Status& end) const;
-  // Sends the executions held, in one message.
-  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Executions sent and not yet answered (read off the stream).
+  uint64_t Unanswered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the executions held, in one message, while send_held_ is set and
+  // no other thread is writing (releasing mu_ for each write).
+  absl::Status SendHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Client& client_;
   const EncodedGraph encoded_;
-  // Whether a message may carry several executions (protocol version 2).
-  const bool batches_;
+  // Executions one message carries at most: 1 over protocol version 1.
+  const uint32_t max_held_;
+  // Submit holds executions of up to this many bytes in all.
+  const size_t max_held_bytes_;
   uint64_t handle_ = 0;
   uint32_t n_splits_ = 0;
   std::vector<std::pair<std::string, uint64_t>> compute_bytes_;
   grpc::ClientContext context_;
   std::unique_ptr<ExecuteStream> stream_;
-  // Held by Submit and around every write.
-  absl::Mutex write_mu_;
-  uint64_t next_tag_ ABSL_GUARDED_BY(write_mu_) = 0;
+  // Never held across a call on the stream.
+  absl::Mutex mu_;
+  uint64_t next_tag_ ABSL_GUARDED_BY(mu_) = 0;
   // Executions submitted and not yet sent: held_ of them, of held_bytes_,
   // the later ones in held_message_.more.
-  v1::ExecuteRequest held_message_ ABSL_GUARDED_BY(write_mu_);
-  uint32_t held_ ABSL_GUARDED_BY(write_mu_) = 0;
-  size_t held_bytes_ ABSL_GUARDED_BY(write_mu_) = 0;
-  // Responses read and not yet received (a message may carry several);
-  // the receiving thread's.
+  v1::ExecuteRequest held_message_ ABSL_GUARDED_BY(mu_);
+  uint32_t held_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The held executions are to be sent (by the thread writing, if one is).
+  bool send_held_ ABSL_GUARDED_BY(mu_) = false;
+  // A thread is in the stream's Write.
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // Responses read off the stream.
+  uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;
+  // The receiving thread's: responses read and not yet received (a message
+  // may carry several), and the tag of the next result to receive.
   std::deque<v1::ExecuteResponse> received_;
-  // The tag of the next result to receive (set by the receiving thread).
-  std::atomic<uint64_t> next_result_ = 0;
+  uint64_t next_result_ = 0;
   // The stream's status once it has ended; after that neither Submit nor
   // Receive touches the stream (gRPC aborts on a second Finish, or a read
   // after it).

@@ -23,8 +23,9 @@ struct Limits {
   size_t max_message_bytes = size_t{64} << 20;
   // Most open sessions at once.
   size_t max_sessions = 1024;
-  // Most requests one Execute stream holds (read, response not yet
-  // written) before it stops reading.
+  // Most executions one Execute stream holds (read, response not yet
+  // written) before it stops reading; a message (up to 64 executions) is
+  // read whole.
   size_t max_queued_executions = 64;
   // Most Execute streams open at once.
   size_t max_execute_streams = 4096;

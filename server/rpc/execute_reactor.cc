@@ -171,14 +171,17 @@ class ExecuteReactor final
 
   // Whether submitting `item` returns within about kInlineWait: not when
   // its graph's work runs in Submit (RegisteredGraph::Runner::kCaller) and
-  // took longer than that the latest time, or has not run yet.
+  // took longer than that the latest time, has not run yet, or runs now
+  // for another stream. Called without mu_ (the look-ups may drop the last
+  // reference to a closed session or graph).
   bool RunsBriefly(const Item& item) const {
     absl::StatusOr<std::shared_ptr<Session>> session =
         context_.sessions.Find(item.request.session());
     if (!session.ok()) return true;
     absl::StatusOr<std::shared_ptr<RegisteredGraph>> graph =
         (*session)->FindGraph(item.request.graph());
-    return !graph.ok() || (*graph)->caller_run_time() <= kInlineWait;
+    return !graph.ok() || ((*graph)->caller_run_time() <= kInlineWait &&
+                           !(*graph)->submitting());
   }
 
   absl::Status SubmitRequest(Item& item) {
@@ -272,13 +275,20 @@ class ExecuteReactor final
       }
       const bool may_submit =
           !queued_.empty() && !(recovering_ && !submitted_.empty());
-      if (may_submit && (!on_callback_thread || submitted_.empty())) {
-        if (on_callback_thread && !RunsBriefly(*queued_.front())) {
-          return HandOff();
-        }
+      // Off the callback thread the next is submitted while the oldest runs
+      // (so that executions pipeline), but an oldest already done is
+      // completed first: where Submit runs the work, its response would
+      // otherwise wait for every execution queued behind it.
+      if (may_submit && (submitted_.empty() ||
+                         (!on_callback_thread && !OldestDone()))) {
         std::unique_ptr<Item> item = std::move(queued_.front());
         queued_.pop_front();
         mu_.Unlock();
+        if (on_callback_thread && !RunsBriefly(*item)) {
+          mu_.Lock();
+          queued_.push_front(std::move(item));
+          return HandOff();
+        }
         Submit(*item);
         mu_.Lock();
         submitted_.push_back(std::move(item));
@@ -310,9 +320,11 @@ class ExecuteReactor final
           continue;
         }
         to_write_.push_back(std::move(done));
-        // A response waits for the executions queued behind it, so that
-        // those of one message go back in one, up to a message's worth.
-        if (queued_.empty() || to_write_.size() >= response_batch_) {
+        // On the callback thread, where each execution is brief, a
+        // response waits for those queued behind it, so that the responses
+        // of one message go back in one, up to a message's worth.
+        if (!on_callback_thread || queued_.empty() ||
+            to_write_.size() >= response_batch_) {
           WriteNext();
         }
         StartOwedRead();

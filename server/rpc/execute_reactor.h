@@ -26,30 +26,32 @@ struct ExecuteContext {
 };
 
 // Execute: a bidirectional stream of executions of registered graphs.
-//  - Reading: a message carries one execution or up to 64 (the later ones
-//    in `more`); a message with more, or with `more` inside `more`, ends the
+//  - Reading: a message carries one execution or, in `more`, up to 63
+//    after it (whose own `more` is empty); any other message ends the
 //    stream with INVALID_ARGUMENT. Each execution read is held until its
 //    response is written. While limits.max_queued_executions are held the
-//    reactor stops reading, so a client that does not read its responses
-//    stops being read.
+//    reactor stops reading (a message is taken whole, so up to 63 more may
+//    be held), and a client that does not read its responses stops being
+//    read.
 //  - Driving: one task at a time per stream submits the requests in order
-//    (RegisteredGraph::Submit queues compute and output reads without
-//    waiting), so several executions are in flight and the scheduler
-//    pipelines them, then waits for the oldest and queues its response.
-//    It starts on gRPC's callback thread when the stream is idle (a short
-//    execution is answered without a hand-off), completes there an
-//    execution that is already done, and moves to `work` rather than wait
-//    there for an execution or submit behind one of its own still running
-//    (its first submission may still wait for another stream's execution of
-//    the same graph to free a copy slot). A graph whose work runs in Submit
-//    (one device) is submitted there only if its latest execution took at
-//    most the time the callback thread would wait.
+//    and completes them in order. For a graph over several devices Submit
+//    queues compute and output reads without waiting, so several
+//    executions are in flight and the scheduler pipelines them; for one on
+//    one device Submit runs the work (RegisteredGraph::Runner::kCaller), and
+//    each is completed before the next is submitted. The driver starts on
+//    gRPC's callback thread when the stream is idle (a short execution is
+//    answered without a hand-off), completes there an execution that is
+//    already done, and moves to `work` rather than wait there for an
+//    execution, submit behind one of its own still running, or submit one
+//    whose work runs in Submit unless its latest execution took at most the
+//    time the callback thread would wait (and no other runs now). Its first
+//    submission may still wait for another stream's execution of the same
+//    graph to free a copy slot.
 //  - Writing: one message at a time, in order; responses ready together go
 //    in one message, up to the client's max_responses_per_message (at most
-//    64) and 4 MiB in all, and a response waits (up to a message's worth)
-//    for the driver to submit the executions queued behind it. Their output
-//    bytes count
-//    against the session's quota (Session::Reserve) until written; an
+//    64) and 4 MiB in all. On the callback thread a response waits (up to a
+//    message's worth) for the executions queued behind it. Output bytes
+//    count against the session's quota (Session::Reserve) until written; an
 //    execution whose outputs the quota cannot hold gets RESOURCE_EXHAUSTED.
 // An execution's error goes into its own response (status_code, message)
 // and the stream stays open; an execution that failed only because an

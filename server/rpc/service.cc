@@ -138,6 +138,8 @@ grpc::ServerUnaryReactor* Service::Hello(grpc::CallbackServerContext* context,
   limits->set_max_chunk_bytes(limits_.max_chunk_bytes);
   limits->set_max_graph_nodes(limits_.max_graph_nodes);
   limits->set_max_message_bytes(limits_.max_message_bytes);
+  limits->set_max_queued_executions(static_cast<uint32_t>(
+      std::min<size_t>(limits_.max_queued_executions, UINT32_MAX)));
   limits->set_session_memory_quota(limits_.session_memory_quota);
   limits->set_session_idle_timeout_ms(
       absl::ToInt64Milliseconds(sessions_.idle_timeout()));

@@ -114,8 +114,9 @@ absl::Status RunRegisterGraph(Session& session,
       request.n_copies() == 0
           ? 1
           : static_cast<int>(std::min<uint32_t>(request.n_copies(), 1000));
-  // On one device nothing overlaps that stream threads would let overlap:
-  // the thread that drives the executions runs them, without a hand-off.
+  // Over several devices stream threads pipeline the executions; on one,
+  // the thread that drives them runs them, without a hand-off to a stream's
+  // thread (which costs more than a short graph's compute).
   const RegisteredGraph::Runner runner =
       devices.size() == 1 ? RegisteredGraph::Runner::kCaller
                           : RegisteredGraph::Runner::kStreams;

@@ -167,7 +167,8 @@ absl::StatusOr<std::unique_ptr<RegisteredGraph::Execution>>
 RegisteredGraph::Submit(const v1::ExecuteRequest& request,
                         const BufferResolver& resolve,
                         v1::ExecuteResponse& response) {
-  absl::MutexLock lock(&mu_);
+  submitting_.fetch_add(1, std::memory_order_relaxed);
+  absl::ReleasableMutexLock lock(&mu_);
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Execution>> execution =
       SubmitLocked(request, resolve, response);
@@ -176,6 +177,8 @@ RegisteredGraph::Submit(const v1::ExecuteRequest& request,
     run_nanos_.store(absl::ToInt64Nanoseconds(absl::Now() - start),
                      std::memory_order_relaxed);
   }
+  lock.Release();
+  submitting_.fetch_sub(1, std::memory_order_relaxed);
   return execution;
 }
 

@@ -76,9 +76,9 @@ class RegisteredGraph {
   };
 
   // Who runs the executions' work: stream threads, so that Submit returns
-  // before it is done and consecutive executions pipeline; or the thread
-  // that calls Submit, on the devices that can (Device::CreateCallerStream),
-  // for a caller that waits for each execution anyway.
+  // before it is done and consecutive executions pipeline over devices; or
+  // the thread that calls Submit, on the devices that can
+  // (Device::CreateCallerStream), without a hand-off to a stream's thread.
   enum class Runner { kStreams, kCaller };
 
   // Places and allocates `graph` over `devices` (CPU last) with `n_copies`
@@ -103,10 +103,15 @@ class RegisteredGraph {
   }
   // Bytes of compute memory the graph holds on all its devices.
   size_t memory_bytes() const { return memory_bytes_; }
-  // How long the latest execution ran inside Submit, for a graph whose
-  // callers run its work (Runner::kCaller); InfiniteDuration before the
-  // first. Zero for a graph run by stream threads.
+  // How long the latest execution took inside Submit, for a graph whose
+  // callers run its work (Runner::kCaller; on a device without caller-run
+  // streams only the queuing); InfiniteDuration before the first. Zero for
+  // a graph run by stream threads.
   absl::Duration caller_run_time() const;
+  // Whether a Submit is in progress (or waiting for another).
+  bool submitting() const {
+    return submitting_.load(std::memory_order_relaxed) > 0;
+  }
 
   // Binds `request.inputs`, queues the computation and the reads of
   // `request.outputs` into `response` (which must stay in place until the
@@ -157,6 +162,8 @@ class RegisteredGraph {
   bool use_events_ = true;
   // caller_run_time() in nanoseconds, -1 before the first execution.
   std::atomic<int64_t> run_nanos_{-1};
+  // Submit calls in progress.
+  std::atomic<int> submitting_{0};
   // Set by a failed execution; the next Submit rebuilds.
   std::atomic<bool> failed_{false};
   // Counts the builds of the streams.

@@ -280,6 +280,7 @@ int DoomedClient(const std::string& mode, const std::string& address) {
   for (int k = 0; k < 8; ++k) {
     if (!remote->Submit({{x, input.data(), x->NumBytes()}}, {y}).ok()) return 1;
   }
+  if (!remote->Flush().ok()) return 1;
   std::printf("ready\n");
   std::fflush(stdout);
   while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
