@@ -1,10 +1,10 @@
 // Execute and Attach streams against a real tesserad: an execution's error
 // is its own; one message carries several executions each way; Flush sends
 // what Submit holds, and over protocol version 1 Submit holds nothing; one
-// thread submits while another receives; Execute over a Unix socket; a stream whose daemon died fails cleanly; idle
-// streams cost the daemon no threads; responses the client does not read
-// count against its session's quota; the stream cap; the DRAINING event and
-// --drain_timeout on SIGTERM.
+// thread submits while another receives; Execute over a Unix socket; a
+// stream whose daemon died fails cleanly; idle streams cost the daemon no
+// threads; responses the client does not read count against its session's
+// quota; the stream cap; the DRAINING event and --drain_timeout on SIGTERM.
 
 #include <signal.h>
 #include <sys/wait.h>
