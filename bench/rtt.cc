@@ -5,10 +5,10 @@
 // flight on one stream (client::RemoteGraph sends those it holds together,
 // and the daemon answers those done together); and in the same run the
 // floor of any gRPC round trip (a 64-byte echo on an open stream,
-// bench/grpc_echo.h) and a 64-byte TCP ping-pong between two threads. With a ggml-rpc listener (the TCP
-// daemon's, or --ggml_rpc_port of --target's host), llama.cpp's reused-graph
-// round trip: GRAPH_RECOMPUTE of a 1-op graph + a 64-byte GET_TENSOR. Ends
-// with the targets as ratios.
+// bench/grpc_echo.h) and a 64-byte TCP ping-pong between two threads. With
+// a ggml-rpc listener (the TCP daemon's, or --ggml_rpc_port of --target's
+// host), llama.cpp's reused-graph round trip: GRAPH_RECOMPUTE of a 1-op
+// graph + a 64-byte GET_TENSOR. Ends with the targets as ratios.
 //
 //   bazel run -c opt //bench:rtt [-- --n=N --target=HOST:PORT
 //                                    --unix_target=unix:PATH
