@@ -100,6 +100,23 @@ struct PickRows {
     out = GetRows(ctx, a, b).value();
     EXPECT_TRUE(graph.Expand(out).ok());
   }
+  // Values of a: first, first + 1, ...
+  static std::vector<float> Values(float first) {
+    std::vector<float> a;
+    for (int64_t i = 0; i < kCols * kRows; ++i) a.push_back(first + i);
+    return a;
+  }
+  // Expects `got` to hold rows `b` of `a`.
+  static void ExpectPicked(const std::vector<float>& got,
+                           const std::vector<float>& a,
+                           const std::vector<int32_t>& b) {
+    for (int64_t r = 0; r < kPicks; ++r) {
+      for (int64_t c = 0; c < kCols; ++c) {
+        EXPECT_EQ(got[r * kCols + c], a[b[r] * kCols + c])
+            << "row " << r << " col " << c;
+      }
+    }
+  }
   Context ctx;
   Tensor *a, *b, *out;
   Graph graph;
@@ -120,7 +137,7 @@ TEST(ExecuteStreamTest, AnExecutionsErrorIsItsOwn) {
   std::vector<std::vector<float>> as(kExecutions);
   std::vector<std::vector<int32_t>> bs(kExecutions);
   for (int k = 0; k < kExecutions; ++k) {
-    for (int64_t i = 0; i < kCols * kRows; ++i) as[k].push_back(k * 1000 + i);
+    as[k] = PickRows::Values(k * 1000);
     bs[k] = {int32_t(k % kRows), int32_t((k + 3) % kRows), 5};
     if (bad_row(k) >= 0) bs[k][1] = bad_row(k);
     ASSERT_TRUE(
@@ -142,12 +159,8 @@ TEST(ExecuteStreamTest, AnExecutionsErrorIsItsOwn) {
       continue;
     }
     ASSERT_TRUE(s.ok()) << "execution " << k << ": " << s;
-    for (int64_t r = 0; r < kPicks; ++r) {
-      for (int64_t c = 0; c < kCols; ++c) {
-        EXPECT_EQ(got[r * kCols + c], as[k][bs[k][r] * kCols + c])
-            << "execution " << k << " row " << r << " col " << c;
-      }
-    }
+    SCOPED_TRACE(absl::StrCat("execution ", k));
+    PickRows::ExpectPicked(got, as[k], bs[k]);
   }
 }
 
@@ -188,9 +201,9 @@ TEST(ExecuteStreamTest, OneMessageCarriesSeveralExecutionsEachWay) {
       client::EncodeGraph(g.graph, *client, /*require_data=*/false).value();
   auto stub = NewStub(daemon->address(), 0);
   constexpr int kExecutions = 16;
-  std::vector<std::vector<float>> as(kExecutions);
+  std::vector<std::vector<float>> as;
   for (int k = 0; k < kExecutions; ++k) {
-    for (int64_t i = 0; i < kCols * kRows; ++i) as[k].push_back(k * 100 + i);
+    as.push_back(PickRows::Values(k * 100));
   }
   const std::vector<int32_t> bs = {6, 1, 3};
   // Once run, the daemon knows the graph for a short one.
@@ -241,12 +254,8 @@ TEST(ExecuteStreamTest, OneMessageCarriesSeveralExecutionsEachWay) {
       ASSERT_EQ(data.size(), kCols * kPicks * sizeof(float));
       std::vector<float> got(kCols * kPicks);
       std::memcpy(got.data(), data.data(), data.size());
-      for (int64_t r = 0; r < kPicks; ++r) {
-        for (int64_t c = 0; c < kCols; ++c) {
-          EXPECT_EQ(got[r * kCols + c], as[k][bs[r] * kCols + c])
-              << "execution " << k << " row " << r << " col " << c;
-        }
-      }
+      SCOPED_TRACE(absl::StrCat("execution ", k));
+      PickRows::ExpectPicked(got, as[k], bs);
     }
   }
 }
@@ -328,8 +337,7 @@ TEST(ExecuteStreamTest, ExecutesOverAUnixSocket) {
   auto client = Client::Connect(daemon->address()).value();
   PickRows g;
   auto remote = RemoteGraph::Register(*client, g.graph, {}).value();
-  std::vector<float> as;
-  for (int64_t i = 0; i < kCols * kRows; ++i) as.push_back(i);
+  const std::vector<float> as = PickRows::Values(0);
   const std::vector<int32_t> bs = {7, 0, 2};
   std::vector<float> got(kCols * kPicks);
   ASSERT_TRUE(remote
@@ -337,11 +345,7 @@ TEST(ExecuteStreamTest, ExecutesOverAUnixSocket) {
                          {g.b, bs.data(), bs.size() * sizeof(int32_t)}},
                         {{g.out, got.data(), got.size() * sizeof(float)}})
                   .ok());
-  for (int64_t r = 0; r < kPicks; ++r) {
-    for (int64_t c = 0; c < kCols; ++c) {
-      EXPECT_EQ(got[r * kCols + c], as[bs[r] * kCols + c]);
-    }
-  }
+  PickRows::ExpectPicked(got, as, bs);
 }
 
 // When the daemon dies under a registered graph, its stream fails every
