@@ -169,32 +169,33 @@ class ExecuteReactor final
     wire::SetStatus(status, item.response);
   }
 
-  // Whether submitting `item` returns within about kInlineWait: not when
-  // its graph's work runs in Submit (RegisteredGraph::Runner::kCaller) and
-  // took longer than that the latest time, has not run yet, or runs now
-  // for another stream. Called without mu_ (the look-ups may drop the last
-  // reference to a closed session or graph).
-  bool RunsBriefly(const Item& item) const {
+  // Looks up `item`'s session and graph. Called without mu_ (dropping
+  // them may release the last reference to a closed session or graph).
+  absl::Status Resolve(Item& item) const {
     absl::StatusOr<std::shared_ptr<Session>> session =
         context_.sessions.Find(item.request.session());
-    if (!session.ok()) return true;
-    absl::StatusOr<std::shared_ptr<RegisteredGraph>> graph =
-        (*session)->FindGraph(item.request.graph());
-    return !graph.ok() || ((*graph)->caller_run_time() <= kInlineWait &&
-                           !(*graph)->submitting());
-  }
-
-  absl::Status SubmitRequest(Item& item) {
-    const v1::ExecuteRequest& request = item.request;
-    absl::StatusOr<std::shared_ptr<Session>> session =
-        context_.sessions.Find(request.session());
     if (!session.ok()) return session.status();
     absl::StatusOr<std::shared_ptr<RegisteredGraph>> graph =
-        (*session)->FindGraph(request.graph());
+        (*session)->FindGraph(item.request.graph());
     if (!graph.ok()) return graph.status();
-    item.session = *session;
+    item.session = *std::move(session);
     item.graph = *std::move(graph);
-    const BufferResolver resolve = [s = *session](uint64_t handle) {
+    return absl::OkStatus();
+  }
+
+  // Whether submitting the resolved `item` returns within about
+  // kInlineWait: not when its graph's work runs in Submit
+  // (RegisteredGraph::Runner::kCaller) and took longer than that the latest
+  // time, has not run yet, or runs now for another stream.
+  static bool RunsBriefly(const Item& item) {
+    return item.graph->caller_run_time() <= kInlineWait &&
+           !item.graph->submitting();
+  }
+
+  // Submits the resolved `item`.
+  absl::Status SubmitRequest(Item& item) {
+    const v1::ExecuteRequest& request = item.request;
+    const BufferResolver resolve = [s = item.session](uint64_t handle) {
       return s->FindBuffer(handle);
     };
     absl::StatusOr<std::unique_ptr<RegisteredGraph::Execution>> execution =
@@ -211,14 +212,17 @@ class ExecuteReactor final
     return absl::OkStatus();
   }
 
-  // Submits `item` (again); an error goes into its response.
-  void Submit(Item& item) {
+  // Submits `item` (again), looking up its session and graph unless
+  // `resolved` (the driver just did); an error goes into its response.
+  void Submit(Item& item, bool resolved) {
     item.execution.reset();
     item.held.Release();
     item.refused = absl::OkStatus();
     item.response.Clear();
     item.response.set_tag(item.request.tag());
-    if (absl::Status s = SubmitRequest(item); !s.ok()) SetError(s, item);
+    absl::Status s = resolved ? absl::OkStatus() : Resolve(item);
+    if (s.ok()) s = SubmitRequest(item);
+    if (!s.ok()) SetError(s, item);
   }
 
   // Waits for `item`'s execution; kAgain when it must be submitted again.
@@ -279,17 +283,25 @@ class ExecuteReactor final
       // (so that executions pipeline), but an oldest already done is
       // completed first: where Submit runs the work, its response would
       // otherwise wait for every execution queued behind it.
-      if (may_submit && (submitted_.empty() ||
-                         (!on_callback_thread && !OldestDone()))) {
+      if (may_submit &&
+          (submitted_.empty() || (!on_callback_thread && !OldestDone()))) {
         std::unique_ptr<Item> item = std::move(queued_.front());
         queued_.pop_front();
         mu_.Unlock();
-        if (on_callback_thread && !RunsBriefly(*item)) {
-          mu_.Lock();
-          queued_.push_front(std::move(item));
-          return HandOff();
+        bool resolved = false;
+        if (on_callback_thread) {
+          resolved = Resolve(*item).ok();
+          if (resolved && !RunsBriefly(*item)) {
+            // Looked up again when submitted, so that a graph released
+            // meanwhile is not found then.
+            item->session.reset();
+            item->graph.reset();
+            mu_.Lock();
+            queued_.push_front(std::move(item));
+            return HandOff();
+          }
         }
-        Submit(*item);
+        Submit(*item, resolved);
         mu_.Lock();
         submitted_.push_back(std::move(item));
         continue;
@@ -308,7 +320,7 @@ class ExecuteReactor final
         if (on_callback_thread && !AwaitBriefly(item)) return HandOff();
         mu_.Unlock();
         const Outcome outcome = Complete(item);
-        if (outcome == Outcome::kAgain) Submit(item);
+        if (outcome == Outcome::kAgain) Submit(item, /*resolved=*/false);
         mu_.Lock();
         if (outcome != Outcome::kOk) recovering_ = true;
         if (outcome == Outcome::kAgain) continue;
