@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,13 +14,15 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "bench/cpu_pinning.h"
 
 namespace tessera::bench {
 namespace {
 
 // Commands: a byte and two 8-byte numbers. 'u' offset size, then size
 // bytes, answered by one byte; 'd' offset size, answered by size bytes; 'p'
-// size count, then count echoes; 'q' (alone) ends the server.
+// size count, then count echoes ('P': the same, the server polling for
+// each); 'q' (alone) ends the server.
 bool SendAll(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -40,6 +43,13 @@ bool RecvAll(int fd, void* data, size_t n) {
     n -= static_cast<size_t>(k);
   }
   return true;
+}
+
+// Returns once `fd` is readable or closed, without sleeping.
+void AwaitReadable(int fd) {
+  pollfd readable = {fd, POLLIN, 0};
+  while (poll(&readable, 1, 0) == 0) {
+  }
 }
 
 void NoDelay(int fd) {
@@ -107,10 +117,11 @@ void Loopback::Serve() {
   uint64_t header[2] = {0, 0};
   while (RecvAll(server_fd_, &cmd, 1) && cmd != 'q' &&
          RecvAll(server_fd_, header, sizeof(header))) {
-    if (cmd == 'p') {
+    if (cmd == 'p' || cmd == 'P') {
       const uint64_t size = header[0];
       const uint64_t count = header[1];
       for (uint64_t i = 0; i < count; ++i) {
+        if (cmd == 'P') AwaitReadable(server_fd_);
         if (size > echo.size() || !RecvAll(server_fd_, echo.data(), size) ||
             !SendAll(server_fd_, echo.data(), size)) {
           return;
@@ -162,9 +173,10 @@ absl::StatusOr<double> Loopback::Download(void* data, size_t offset,
   return Since(start);
 }
 
-absl::StatusOr<std::vector<double>> Loopback::PingPong(size_t size, int n) {
+absl::StatusOr<std::vector<double>> Loopback::PingPong(size_t size, int n,
+                                                       Reader reader) {
   std::vector<char> buf(size, 7);
-  const char cmd = 'p';
+  const char cmd = reader == Reader::kPolls ? 'P' : 'p';
   const uint64_t header[2] = {size, static_cast<uint64_t>(n)};
   if (!SendAll(client_fd_, &cmd, 1) ||
       !SendAll(client_fd_, header, sizeof(header))) {
@@ -180,6 +192,10 @@ absl::StatusOr<std::vector<double>> Loopback::PingPong(size_t size, int n) {
     rtts.push_back(Since(start));
   }
   return rtts;
+}
+
+absl::Status Loopback::PinServer(const std::vector<int>& cpus) {
+  return PinThread(server_, cpus);
 }
 
 double Percentile(std::vector<double>& samples, double p) {
