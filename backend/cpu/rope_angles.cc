@@ -5,6 +5,47 @@
 #include "graph/position_encoding.h"
 
 namespace tessera {
+namespace {
+
+// The loops of RopeAngleCache::At over its arrays, apart so that their
+// pointers are known not to alias and the compiler vectorizes them
+// (perf: as scalar loops they took a sixth of ROPE [128,32,512]'s time).
+
+// Rotates each pair's (c, s) by its step angle (step_c, step_s).
+void Rotate(size_t pairs, double* __restrict c, double* __restrict s,
+            const double* __restrict step_c, const double* __restrict step_s) {
+  for (size_t i = 0; i < pairs; ++i) {
+    const double ci = c[i] * step_c[i] - s[i] * step_s[i];
+    s[i] = s[i] * step_c[i] + c[i] * step_s[i];
+    c[i] = ci;
+  }
+}
+
+// cos and sin scaled by `mscale` as floats, one per pair.
+void Narrow(size_t pairs, const double* __restrict c,
+            const double* __restrict s, double mscale, float* __restrict cos_f,
+            float* __restrict sin_f) {
+  for (size_t i = 0; i < pairs; ++i) {
+    cos_f[i] = static_cast<float>(c[i] * mscale);
+    sin_f[i] = static_cast<float>(s[i] * mscale);
+  }
+}
+
+// The same spread over both values of each pair, sin negated in the first.
+void NarrowSpread(size_t pairs, const double* __restrict c,
+                  const double* __restrict s, double mscale,
+                  float* __restrict cos_f, float* __restrict sin_f) {
+  for (size_t i = 0; i < pairs; ++i) {
+    const float ci = static_cast<float>(c[i] * mscale);
+    const float si = static_cast<float>(s[i] * mscale);
+    cos_f[2 * i] = ci;
+    cos_f[2 * i + 1] = ci;
+    sin_f[2 * i] = -si;
+    sin_f[2 * i + 1] = si;
+  }
+}
+
+}  // namespace
 
 RopeAngleCache::RopeAngleCache(const Tensor& node) {
   const RopeFrequencies f = RopeFrequenciesOf(node);
@@ -29,12 +70,7 @@ void RopeAngleCache::At(int64_t pos) {
   if (valid_ && pos == pos_) return;
   const size_t pairs = k_.size();
   if (valid_ && pos == pos_ + 1 && steps_ < kRecompute) {
-    for (size_t i = 0; i < pairs; ++i) {
-      const double c = c_[i] * step_c_[i] - s_[i] * step_s_[i];
-      const double s = s_[i] * step_c_[i] + c_[i] * step_s_[i];
-      c_[i] = c;
-      s_[i] = s;
-    }
+    Rotate(pairs, c_.data(), s_.data(), step_c_.data(), step_s_.data());
     ++steps_;
   } else {
     for (size_t i = 0; i < pairs; ++i) {
@@ -44,21 +80,8 @@ void RopeAngleCache::At(int64_t pos) {
     }
     steps_ = 0;
   }
-  if (spread_) {
-    for (size_t i = 0; i < pairs; ++i) {
-      const float c = static_cast<float>(c_[i] * mscale_);
-      const float s = static_cast<float>(s_[i] * mscale_);
-      cos_f_[2 * i] = c;
-      cos_f_[2 * i + 1] = c;
-      sin_f_[2 * i] = -s;
-      sin_f_[2 * i + 1] = s;
-    }
-  } else {
-    for (size_t i = 0; i < pairs; ++i) {
-      cos_f_[i] = static_cast<float>(c_[i] * mscale_);
-      sin_f_[i] = static_cast<float>(s_[i] * mscale_);
-    }
-  }
+  (spread_ ? NarrowSpread : Narrow)(pairs, c_.data(), s_.data(), mscale_,
+                                    cos_f_.data(), sin_f_.data());
   pos_ = pos;
   valid_ = true;
 }
