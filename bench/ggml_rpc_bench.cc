@@ -23,7 +23,33 @@ double Since(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+// The round trip's requests: GRAPH_RECOMPUTE of graph 0 (on device 0), and
+// GET_TENSOR of `result`'s 64 bytes.
+struct RecomputeRequests {
+  std::vector<uint8_t> recompute = {testing::kGraphRecompute};
+  std::vector<uint8_t> get = {testing::kGetTensor};
+};
+
+RecomputeRequests RequestsFor(const GgmlTensor& result) {
+  RecomputeRequests r;
+  testing::Put(r.recompute, 4, 8);
+  testing::Put(r.recompute, 0, 4);
+  testing::Put(r.get, testing::kGgmlTensorBytes + 16, 8);
+  testing::Put(r.get, testing::Encode(result));
+  testing::Put(r.get, 0, 8);
+  testing::Put(r.get, 64, 8);
+  return r;
+}
+
+// The reply to GET_TENSOR: its size, then the 64 bytes.
+constexpr size_t kReplyBytes = sizeof(uint64_t) + 64;
+
 }  // namespace
+
+RecomputeBytes GgmlRpcRecomputeBytes() {
+  const RecomputeRequests r = RequestsFor(GgmlTensor{});
+  return {{r.recompute.size(), r.get.size()}, kReplyBytes};
+}
 
 absl::StatusOr<std::vector<double>> GgmlRpcRecompute(int port, int n) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<GgmlRpcClient> c,
@@ -43,21 +69,14 @@ absl::StatusOr<std::vector<double>> GgmlRpcRecompute(int port, int n) {
       c->Send(testing::kGraphCompute,
               testing::GraphPayload(0, {sum.id}, {x, y, sum})));
 
-  std::vector<uint8_t> recompute = {testing::kGraphRecompute};
-  testing::Put(recompute, 4, 8);
-  testing::Put(recompute, 0, 4);
-  std::vector<uint8_t> get = {testing::kGetTensor};
-  testing::Put(get, testing::kGgmlTensorBytes + 16, 8);
-  testing::Put(get, testing::Encode(sum));
-  testing::Put(get, 0, 8);
-  testing::Put(get, 64, 8);
+  const RecomputeRequests r = RequestsFor(sum);
   float result[16];
   std::vector<double> out;
   const int warmup = n / 10;
   for (int i = 0; i < warmup + n; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    TESSERA_RETURN_IF_ERROR(c->SendRaw(recompute.data(), recompute.size()));
-    TESSERA_RETURN_IF_ERROR(c->SendRaw(get.data(), get.size()));
+    TESSERA_RETURN_IF_ERROR(c->SendRaw(r.recompute.data(), r.recompute.size()));
+    TESSERA_RETURN_IF_ERROR(c->SendRaw(r.get.data(), r.get.size()));
     TESSERA_RETURN_IF_ERROR(c->ReceiveInto(result, sizeof(result)));
     if (i >= warmup) out.push_back(Since(start));
     if (result[0] != 1.5f) {
@@ -83,10 +102,11 @@ GgmlTensor GgmlRpcTransfer::At(size_t offset, size_t bytes) const {
                     buffer_.remote_ptr, buffer_.base + offset);
 }
 
-absl::StatusOr<double> GgmlRpcTransfer::Upload(const void* data,
-                                               size_t offset, size_t bytes) {
+absl::StatusOr<double> GgmlRpcTransfer::Upload(const void* data, size_t offset,
+                                               size_t bytes) {
   const auto start = std::chrono::steady_clock::now();
-  TESSERA_RETURN_IF_ERROR(client_->SetTensor(At(offset, bytes), 0, data, bytes));
+  TESSERA_RETURN_IF_ERROR(
+      client_->SetTensor(At(offset, bytes), 0, data, bytes));
   TESSERA_RETURN_IF_ERROR(client_->DeviceCount().status());
   return Since(start);
 }

@@ -19,6 +19,14 @@ namespace tessera::bench {
 // bytes, after one GRAPH_COMPUTE; `n` samples after a warm-up of n / 10.
 absl::StatusOr<std::vector<double>> GgmlRpcRecompute(int port, int n);
 
+// The sizes in bytes of that round trip's two requests and of its reply,
+// for raw TCP to exchange the same (Loopback::Exchange).
+struct RecomputeBytes {
+  std::vector<size_t> requests;
+  size_t reply = 0;
+};
+RecomputeBytes GgmlRpcRecomputeBytes();
+
 // SET_TENSOR and GET_TENSOR into one buffer of a connection.
 class GgmlRpcTransfer {
  public:

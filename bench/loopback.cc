@@ -20,9 +20,10 @@ namespace tessera::bench {
 namespace {
 
 // Commands: a byte and two 8-byte numbers. 'u' offset size, then size
-// bytes, answered by one byte; 'd' offset size, answered by size bytes; 'p'
-// size count, then count echoes ('P': the same, the server polling for
-// each); 'q' (alone) ends the server.
+// bytes, answered by one byte; 'd' offset size, answered by size bytes; 'x'
+// count reply, then the number of messages per exchange and their sizes
+// (8 bytes each), then count exchanges ('X': the same, the server polling
+// for each message); 'q' (alone) ends the server.
 bool SendAll(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -117,13 +118,25 @@ void Loopback::Serve() {
   uint64_t header[2] = {0, 0};
   while (RecvAll(server_fd_, &cmd, 1) && cmd != 'q' &&
          RecvAll(server_fd_, header, sizeof(header))) {
-    if (cmd == 'p' || cmd == 'P') {
-      const uint64_t size = header[0];
-      const uint64_t count = header[1];
+    if (cmd == 'x' || cmd == 'X') {
+      const uint64_t count = header[0];
+      const uint64_t reply = header[1];
+      uint64_t messages = 0;
+      if (!RecvAll(server_fd_, &messages, sizeof(messages)) || messages > 16) {
+        return;
+      }
+      std::vector<uint64_t> sizes(messages);
+      if (!RecvAll(server_fd_, sizes.data(), messages * sizeof(uint64_t))) {
+        return;
+      }
       for (uint64_t i = 0; i < count; ++i) {
-        if (cmd == 'P') AwaitReadable(server_fd_);
-        if (size > echo.size() || !RecvAll(server_fd_, echo.data(), size) ||
-            !SendAll(server_fd_, echo.data(), size)) {
+        for (uint64_t size : sizes) {
+          if (cmd == 'X') AwaitReadable(server_fd_);
+          if (size > echo.size() || !RecvAll(server_fd_, echo.data(), size)) {
+            return;
+          }
+        }
+        if (reply > echo.size() || !SendAll(server_fd_, echo.data(), reply)) {
           return;
         }
       }
@@ -173,22 +186,32 @@ absl::StatusOr<double> Loopback::Download(void* data, size_t offset,
   return Since(start);
 }
 
-absl::StatusOr<std::vector<double>> Loopback::PingPong(size_t size, int n,
-                                                       Reader reader) {
-  std::vector<char> buf(size, 7);
-  const char cmd = reader == Reader::kPolls ? 'P' : 'p';
-  const uint64_t header[2] = {size, static_cast<uint64_t>(n)};
+absl::StatusOr<std::vector<double>> Loopback::Exchange(
+    const std::vector<size_t>& sends, size_t reply, int n, Reader reader) {
+  size_t largest = reply;
+  for (size_t size : sends) largest = std::max(largest, size);
+  if (sends.size() > 16 || largest > kBlock) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an exchange of at most 16 messages of at most ", kBlock, " bytes"));
+  }
+  std::vector<char> buf(largest, 7);
+  const char cmd = reader == Reader::kPolls ? 'X' : 'x';
+  const uint64_t header[2] = {static_cast<uint64_t>(n), reply};
+  const uint64_t messages = sends.size();
+  const std::vector<uint64_t> sizes(sends.begin(), sends.end());
   if (!SendAll(client_fd_, &cmd, 1) ||
-      !SendAll(client_fd_, header, sizeof(header))) {
-    return Errno("ping-pong");
+      !SendAll(client_fd_, header, sizeof(header)) ||
+      !SendAll(client_fd_, &messages, sizeof(messages)) ||
+      !SendAll(client_fd_, sizes.data(), messages * sizeof(uint64_t))) {
+    return Errno("exchange");
   }
   std::vector<double> rtts;
   for (int i = 0; i < n; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    if (!SendAll(client_fd_, buf.data(), size) ||
-        !RecvAll(client_fd_, buf.data(), size)) {
-      return Errno("ping-pong");
+    for (size_t size : sends) {
+      if (!SendAll(client_fd_, buf.data(), size)) return Errno("exchange");
     }
+    if (!RecvAll(client_fd_, buf.data(), reply)) return Errno("exchange");
     rtts.push_back(Since(start));
   }
   return rtts;

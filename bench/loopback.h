@@ -33,12 +33,16 @@ class Loopback {
   // Seconds to receive the server's memory [offset, offset + bytes) into
   // `data`, after a request.
   absl::StatusOr<double> Download(void* data, size_t offset, size_t bytes);
-  // How the server waits for each message of a ping-pong: asleep in recv,
+  // How the server waits for each message of an exchange: asleep in recv,
   // or polling the socket without sleeping (as tesserad's ggml-rpc
   // connections do between requests).
   enum class Reader { kSleeps, kPolls };
-  // Round trip times (seconds) of `n` messages of `size` bytes echoed back.
-  absl::StatusOr<std::vector<double>> PingPong(size_t size, int n,
+  // Round trip times (seconds) of `n` exchanges: the client sends a
+  // message of each of `sends` bytes (a send call each, as a protocol's
+  // separate requests), the server reads them one by one and answers one
+  // of `reply` bytes. A ping-pong of `size` bytes is ({size}, size).
+  absl::StatusOr<std::vector<double>> Exchange(const std::vector<size_t>& sends,
+                                               size_t reply, int n,
                                                Reader reader = Reader::kSleeps);
   // Restricts the server thread to `cpus` (see bench/cpu_pinning.h).
   absl::Status PinServer(const std::vector<int>& cpus);

@@ -74,13 +74,14 @@ absl::StatusOr<Row> Measure(const std::string& name, int n,
   return Row{name, Percentile(us, 0.5), Percentile(us, 0.99)};
 }
 
-// A row of TCP ping-pongs of 64 bytes.
-absl::StatusOr<Row> PingPongRow(const std::string& name, Loopback& loopback,
+// A row of raw TCP exchanges (Loopback::Exchange).
+absl::StatusOr<Row> ExchangeRow(const std::string& name, Loopback& loopback,
+                                const std::vector<size_t>& sends, size_t reply,
                                 int n, Loopback::Reader reader) {
-  TESSERA_ASSIGN_OR_RETURN(std::vector<double> pings,
-                           loopback.PingPong(64, n, reader));
-  for (double& s : pings) s *= 1e6;
-  return Row{name, Percentile(pings, 0.5), Percentile(pings, 0.99)};
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> rtts,
+                           loopback.Exchange(sends, reply, n, reader));
+  for (double& s : rtts) s *= 1e6;
+  return Row{name, Percentile(rtts, 0.5), Percentile(rtts, 0.99)};
 }
 
 // A row of ggml-rpc GRAPH_RECOMPUTE + GET_TENSOR round trips, on a new
@@ -92,11 +93,14 @@ absl::StatusOr<Row> RecomputeRow(const std::string& name, int port, int n) {
   return Row{name, Percentile(rpc, 0.5), Percentile(rpc, 0.99)};
 }
 
-// The ggml-rpc round trip and the faster TCP ping-pong (reader asleep or
-// polling), medians in microseconds, with client and daemon pinned to CPUs.
+// Medians in microseconds with client and daemon pinned to CPUs: the
+// ggml-rpc round trip, the faster TCP ping-pong (reader asleep or polling),
+// and raw TCP exchanging the round trip's messages (reader polling, as the
+// daemon's).
 struct Placed {
   std::string name;  // "1 CPU": the same one; "2 CPUs": one each
   double ping = 0;
+  double raw = 0;
   double recompute = 0;
 };
 
@@ -246,9 +250,9 @@ absl::Status Main(int n, const std::string& tcp_target,
   // Where the scheduler puts them: the ping-pong's two threads share a
   // vCPU in some runs and not in others, and the daemon's connection thread
   // (which polls) mostly runs apart from the client.
-  TESSERA_ASSIGN_OR_RETURN(Row ping, PingPongRow("TCP ping-pong, 64 B",
-                                                 *loopback, n,
-                                                 Loopback::Reader::kSleeps));
+  TESSERA_ASSIGN_OR_RETURN(
+      const Row ping, ExchangeRow("TCP ping-pong, 64 B", *loopback, {64}, 64, n,
+                                  Loopback::Reader::kSleeps));
   rows.push_back(ping);
   Row recompute;
   if (ggml_rpc_port != 0) {
@@ -260,6 +264,7 @@ absl::Status Main(int n, const std::string& tcp_target,
   // The same with both ends pinned: on one CPU, and on two.
   std::vector<Placed> placed;
   const std::vector<int> cpus = AllowedCpus();
+  const RecomputeBytes messages = GgmlRpcRecomputeBytes();
   if (ggml_rpc_port != 0 && tcp_daemon != nullptr && cpus.size() >= 2) {
     for (const auto& [name, daemon_cpu] :
          {std::pair{"1 CPU", cpus[0]}, std::pair{"2 CPUs", cpus[1]}}) {
@@ -269,19 +274,25 @@ absl::Status Main(int n, const std::string& tcp_target,
       Placed p{name};
       TESSERA_ASSIGN_OR_RETURN(
           const Row sleeps,
-          PingPongRow(absl::StrCat("TCP ping-pong ", name, ", sleeps"),
-                      *loopback, n, Loopback::Reader::kSleeps));
+          ExchangeRow(absl::StrCat("TCP ping-pong ", name, ", sleeps"),
+                      *loopback, {64}, 64, n, Loopback::Reader::kSleeps));
       TESSERA_ASSIGN_OR_RETURN(
           const Row polls,
-          PingPongRow(absl::StrCat("TCP ping-pong ", name, ", polls"),
-                      *loopback, n, Loopback::Reader::kPolls));
+          ExchangeRow(absl::StrCat("TCP ping-pong ", name, ", polls"),
+                      *loopback, {64}, 64, n, Loopback::Reader::kPolls));
       p.ping = std::min(sleeps.median_us, polls.median_us);
+      TESSERA_ASSIGN_OR_RETURN(
+          const Row raw,
+          ExchangeRow(absl::StrCat("TCP, its messages ", name), *loopback,
+                      messages.requests, messages.reply, n,
+                      Loopback::Reader::kPolls));
+      p.raw = raw.median_us;
       TESSERA_ASSIGN_OR_RETURN(
           const Row pair,
           RecomputeRow(absl::StrCat("ggml-rpc RECOMPUTE+GET ", name),
                        ggml_rpc_port, n));
       p.recompute = pair.median_us;
-      rows.insert(rows.end(), {sleeps, polls, pair});
+      rows.insert(rows.end(), {sleeps, polls, raw, pair});
       placed.push_back(p);
     }
     TESSERA_RETURN_IF_ERROR(PinCallingThread(cpus));
@@ -321,6 +332,12 @@ absl::Status Main(int n, const std::string& tcp_target,
                  absl::StrCat("ggml-rpc RECOMPUTE+GET / faster ping-pong, ",
                               p.name),
                  p.recompute / p.ping, "<= 2");
+  }
+  for (const Placed& p : placed) {
+    absl::PrintF(
+        "%-54s %8.2f %8s\n",
+        absl::StrCat("ggml-rpc RECOMPUTE+GET / TCP, its messages, ", p.name),
+        p.recompute / p.raw, "");
   }
   return absl::OkStatus();
 }
