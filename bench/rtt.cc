@@ -16,6 +16,8 @@
 // ggml-rpc round trip and the ping-pong are measured again pinned, on one
 // CPU and on two, the ping-pong's reader sleeping and polling, and each
 // ggml-rpc ratio is taken against the faster ping-pong of its placement.
+// Beside them, raw TCP exchanges the round trip's own messages (two
+// requests, one reply) in the same placement: the protocol's floor.
 //
 //   bazel run -c opt //bench:rtt [-- --n=N --target=HOST:PORT
 //                                    --unix_target=unix:PATH
