@@ -17,6 +17,6 @@ from .types import (BF16, F16, F32, FLAG_INPUT, FLAG_OUTPUT, FLAG_PARAM, I32,
                     ROPE_NEOX, ROPE_NORMAL, GluOp, Op, SortOrder, Type,
                     UnaryOp)
 from .graph import Graph, GraphError, Tensor
-from .client import (PROTOCOL_VERSION, Buffer, Client, RegisteredGraph,
-                     TesseraError)
+from .client import (MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, Buffer, Client,
+                     RegisteredGraph, TesseraError)
 from ._proto import pb2, pb2_grpc

@@ -22,7 +22,13 @@ from . import types as ty
 from ._proto import pb2, pb2_grpc
 from .graph import Graph, Tensor
 
-PROTOCOL_VERSION = 1
+# The protocol versions this client speaks; Hello settles on the newest
+# both sides do (Client.version).
+MIN_PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+
+# Version 2: the most executions one Execute message carries either way.
+_MAX_EXECUTIONS_PER_MESSAGE = 64
 
 _log = logging.getLogger("tessera")
 
@@ -159,7 +165,7 @@ class Client:
         self._start_attach()
 
     def _hello(self, name, timeout):
-        request = pb2.HelloRequest(min_version=PROTOCOL_VERSION,
+        request = pb2.HelloRequest(min_version=MIN_PROTOCOL_VERSION,
                                    max_version=PROTOCOL_VERSION,
                                    client_name=name)
         try:
@@ -383,10 +389,45 @@ def _outputs_of(outputs, results):
     return arrays
 
 
+# No request held back (_execute_messages).
+_NOTHING = object()
+
+
+def _execute_messages(requests, max_executions, max_bytes):
+    """The Execute stream's messages from `requests`, a queue.Queue of
+    ExecuteRequests ended by None. Each message is the oldest request
+    waiting with, in its `more` (protocol version 2), those queued behind
+    it by then, up to `max_executions` requests and `max_bytes` bytes (a
+    larger request goes alone). Nothing waits for company: a lone request
+    goes at once. With `max_executions` 1, each goes alone and responses
+    come one per message."""
+    next_one = requests.get()
+    while next_one is not None:
+        first, next_one = next_one, _NOTHING
+        if max_executions > 1:
+            first.max_responses_per_message = _MAX_EXECUTIONS_PER_MESSAGE
+        size = first.ByteSize()
+        while len(first.more) + 1 < max_executions:
+            try:
+                request = requests.get_nowait()
+            except queue.Empty:
+                break
+            if request is None or size + request.ByteSize() > max_bytes:
+                next_one = request  # the end, or the next message's first
+                break
+            size += request.ByteSize()
+            first.more.append(request)
+        yield first
+        if next_one is _NOTHING:
+            next_one = requests.get()
+
+
 class RegisteredGraph:
     """A graph the daemon placed and allocated once for many executions,
     run over an Execute stream: execute() for one at a time, submit() then
-    receive() (in order) to keep several in flight."""
+    receive() (in order) to keep several in flight. Over protocol version
+    2, executions submitted while the stream is busy travel together, and
+    so do their responses."""
 
     def __init__(self, client, graph, handle, n_splits, compute_buffer_bytes):
         self.client = client
@@ -397,15 +438,28 @@ class RegisteredGraph:
         self._requests = None
         self._responses = None
         self._pending = collections.deque()  # (tag, outputs), in order
+        # Responses read off the stream and not yet received: a message and
+        # those in its `more`, in order.
+        self._received = collections.deque()
         self._next_tag = 0
         self._submit_lock = threading.Lock()
         self._receive_lock = threading.Lock()
 
     def _open(self):
         if self._requests is None:
+            # As many executions per message as the C++ client holds: half
+            # the daemon's queue for a stream (at most 16) and a quarter of
+            # its largest message.
+            limits = self.client.limits
+            max_executions = 1
+            if self.client.version >= 2:
+                max_executions = min(
+                    16, max(1, limits.max_queued_executions // 2))
+            max_bytes = limits.max_message_bytes // 4 or (1 << 62)
             self._requests = queue.Queue()
             self._responses = self.client._stub.Execute(
-                iter(self._requests.get, None), metadata=self.client._md)
+                _execute_messages(self._requests, max_executions, max_bytes),
+                metadata=self.client._md)
 
     def submit(self, inputs=None, outputs=()):
         """Queues an execution with `inputs` ({tensor: array}) asking for
@@ -432,13 +486,17 @@ class RegisteredGraph:
             if not self._pending:
                 raise RuntimeError("no execution in flight")
             tag, outputs = self._pending.popleft()
-            try:
-                response = next(self._responses)
-            except grpc.RpcError as e:
-                raise _rpc_error(e) from None
-            except StopIteration:
-                raise TesseraError(grpc.StatusCode.UNAVAILABLE,
-                                   "the Execute stream ended") from None
+            if not self._received:
+                try:
+                    response = next(self._responses)
+                except grpc.RpcError as e:
+                    raise _rpc_error(e) from None
+                except StopIteration:
+                    raise TesseraError(grpc.StatusCode.UNAVAILABLE,
+                                       "the Execute stream ended") from None
+                self._received.append(response)
+                self._received.extend(response.more)
+            response = self._received.popleft()
         if response.tag != tag:
             raise TesseraError(grpc.StatusCode.DATA_LOSS,
                                f"response tag {response.tag}, expected {tag}")
@@ -461,6 +519,7 @@ class RegisteredGraph:
                 self._responses.cancel()
                 self._requests = self._responses = None
                 self._pending.clear()
+                self._received.clear()
 
     def release(self):
         """Ends the stream and frees the graph on the daemon."""

@@ -7,6 +7,7 @@ port file, as tests/integration/daemon_process.cc starts it.
 
 import ctypes
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import grpc  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera import F16, F32, I32, Graph, TesseraError  # noqa: E402
+from tessera.client import _execute_messages  # noqa: E402
 
 
 def _die_with_parent():
@@ -112,7 +114,9 @@ class ClientTest(unittest.TestCase):
     def test_session_and_devices(self):
         c = self.client
         self.assertTrue(c.session)
-        self.assertEqual(c.version, 1)
+        self.assertEqual(c.version, tessera.PROTOCOL_VERSION)
+        self.assertEqual(c.version, 2)
+        self.assertGreater(c.limits.max_queued_executions, 1)
         self.assertGreater(c.limits.max_chunk_bytes, 0)
         devices = c.list_devices()
         names = [d.name for d in devices]
@@ -216,6 +220,26 @@ class ClientTest(unittest.TestCase):
             (again,) = rg.execute({x: xvs[1], b1: bv}, [out])
             np.testing.assert_array_equal(again, want[1])
         weights.free()
+
+    def test_registered_graph_many_in_flight(self):
+        # 48 executions queued before the first is received: over version
+        # 2 those queued while the stream is busy go in shared messages,
+        # and so do responses that are ready together; each result still
+        # belongs to its own input.
+        c = self.client
+        g = Graph()
+        x = g.input(F32, [16], name="x")
+        y = g.scale(x, 3.0, name="y")
+        rng = np.random.default_rng(5)
+        xvs = [rng.standard_normal(16).astype(np.float32) for _ in range(48)]
+        with c.register_graph(g) as rg:
+            tags = [rg.submit({x: xv}, [y]) for xv in xvs]
+            self.assertEqual(tags, list(range(48)))
+            for xv in xvs:
+                (got,) = rg.receive()
+                np.testing.assert_array_equal(got, xv * np.float32(3.0))
+            with self.assertRaises(RuntimeError):
+                rg.receive()
 
     def test_malformed_graph_is_invalid_argument(self):
         g = Graph()
@@ -421,6 +445,68 @@ class TokenTest(unittest.TestCase):
             self.assertEqual(e.exception.code, grpc.StatusCode.UNAVAILABLE)
         finally:
             daemon.stop()
+
+
+class ExecuteMessagesTest(unittest.TestCase):
+    """How RegisteredGraph packs queued executions into Execute messages
+    (tessera.client._execute_messages), without a daemon."""
+
+    @staticmethod
+    def queued(*requests):
+        q = queue.Queue()
+        for r in requests:
+            q.put(r)
+        return q
+
+    @staticmethod
+    def request(tag, nbytes=0):
+        r = tessera.pb2.ExecuteRequest(session="s", graph=1, tag=tag)
+        if nbytes:
+            r.inputs.add(id=0, data=bytes(nbytes))
+        return r
+
+    @staticmethod
+    def tags(message):
+        return [message.tag] + [m.tag for m in message.more]
+
+    def test_queued_executions_share_messages(self):
+        q = self.queued(*[self.request(t) for t in range(40)], None)
+        messages = list(_execute_messages(q, 16, 1 << 20))
+        self.assertEqual([self.tags(m) for m in messages],
+                         [list(range(0, 16)), list(range(16, 32)),
+                          list(range(32, 40))])
+        for m in messages:
+            self.assertEqual(m.max_responses_per_message, 64)
+            for inner in m.more:
+                self.assertEqual(len(inner.more), 0)
+
+    def test_bytes_bound_a_message(self):
+        size = self.request(0, 1000).ByteSize()
+        q = self.queued(self.request(0, 1000), self.request(1, 1000),
+                        self.request(2, 1000), self.request(3, 5000),
+                        self.request(4, 1000), None)
+        # Room for three and the framing that nests two of them in `more`,
+        # not for a fourth; the large one goes alone.
+        messages = list(_execute_messages(q, 16, 3 * size + 64))
+        self.assertEqual([self.tags(m) for m in messages],
+                         [[0, 1, 2], [3], [4]])
+
+    def test_one_per_message_without_version_2(self):
+        q = self.queued(*[self.request(t) for t in range(3)], None)
+        messages = list(_execute_messages(q, 1, 1 << 20))
+        self.assertEqual([self.tags(m) for m in messages], [[0], [1], [2]])
+        for m in messages:
+            self.assertEqual(m.max_responses_per_message, 0)
+
+    def test_a_lone_execution_does_not_wait(self):
+        q = self.queued(self.request(0))
+        messages = _execute_messages(q, 16, 1 << 20)
+        self.assertEqual(self.tags(next(messages)), [0])
+        q.put(self.request(1))
+        q.put(self.request(2))
+        self.assertEqual(self.tags(next(messages)), [1, 2])
+        q.put(None)
+        self.assertEqual(list(messages), [])
 
 
 if __name__ == "__main__":
