@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace tessera::ggml_rpc {
@@ -44,6 +45,10 @@ enum class Command : uint8_t {
   kMemsetTensor = 17,
 };
 inline constexpr int kCommandCount = 18;
+
+// The command's name as ggml spells it ("GRAPH_RECOMPUTE"); "unknown
+// command" for a byte that is no command.
+absl::string_view CommandName(uint8_t command);
 
 inline constexpr int kMaxDims = 4;
 inline constexpr int kMaxSrc = 10;

@@ -22,21 +22,27 @@ using proto::Command;
 // Host staging for buffers that are not host memory, and for copies.
 constexpr size_t kStagingBytes = size_t{8} << 20;
 
-constexpr const char* kCommandNames[proto::kCommandCount] = {
-    "ALLOC_BUFFER",    "GET_ALIGNMENT",  "GET_MAX_SIZE",  "BUFFER_GET_BASE",
-    "FREE_BUFFER",     "BUFFER_CLEAR",   "SET_TENSOR",    "SET_TENSOR_HASH",
-    "GET_TENSOR",      "COPY_TENSOR",    "GRAPH_COMPUTE", "GET_DEVICE_MEMORY",
-    "INIT_TENSOR",     "GET_ALLOC_SIZE", "HELLO",         "DEVICE_COUNT",
-    "GRAPH_RECOMPUTE", "MEMSET_TENSOR",
-};
-
 // The largest GRAPH_COMPUTE payload a graph of `max_nodes` tensors needs.
 uint64_t MaxGraphBytes(uint32_t max_nodes) {
   return proto::kGraphHeaderBytes + sizeof(uint32_t) +
          uint64_t{max_nodes} * (sizeof(uint64_t) + sizeof(proto::WireTensor));
 }
 
+// CommandMetricsLabels' entries, made once.
+const std::vector<std::string>& Labels() {
+  static const auto* const labels = [] {
+    auto* all = new std::vector<std::string>;
+    for (int c = 0; c < proto::kCommandCount; ++c) {
+      all->push_back(absl::StrCat("/ggml_rpc/", proto::CommandName(c)));
+    }
+    return all;
+  }();
+  return *labels;
+}
+
 }  // namespace
+
+std::vector<std::string> CommandMetricsLabels() { return Labels(); }
 
 Connection::Connection(const Shared& shared, std::unique_ptr<Socket> socket)
     : shared_(shared), socket_(std::move(socket)), peer_(socket_->Peer()) {}
@@ -68,19 +74,19 @@ void Connection::Serve() {
     if (!socket_->Read(&command, 1).ok()) break;  // the peer is done
     const InFlight::Hold hold = shared_.in_flight.Begin();
     const absl::Time start = absl::Now();
-    const char* name = command < proto::kCommandCount ? kCommandNames[command]
-                                                      : "unknown command";
+    const absl::string_view name = proto::CommandName(command);
     uint64_t size = 0;
     absl::Status status = command >= proto::kCommandCount
                               ? absl::InvalidArgumentError(absl::StrCat(
                                     "command ", command, " does not exist"))
                               : socket_->Read(&size, sizeof(size));
     if (status.ok()) status = Dispatch(static_cast<Command>(command), size);
-    shared_.metrics.ObserveCall(absl::StrCat("/ggml_rpc/", name),
-                                static_cast<grpc::StatusCode>(status.code()),
-                                absl::Now() - start);
+    shared_.metrics.ObserveCall(
+        command < proto::kCommandCount ? Labels()[command]
+                                       : Metrics::kOtherMethod,
+        static_cast<grpc::StatusCode>(status.code()), absl::Now() - start);
     if (!status.ok()) {
-      spdlog::warn("[ggml-rpc] {}: {}: {}; closing", peer_, name,
+      spdlog::warn("[ggml-rpc] {}: {}: {}; closing", peer_, std::string(name),
                    std::string(status.message()));
       break;
     }

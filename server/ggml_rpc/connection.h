@@ -32,6 +32,12 @@ struct Shared {
   ContentCache* cache;
 };
 
+// The metrics labels of the commands' calls, "/ggml_rpc/" and the
+// command's name ("/ggml_rpc/GRAPH_RECOMPUTE"): methods for Metrics, as
+// the gRPC service's. A byte that is no command counts as Metrics'
+// kOtherMethod.
+std::vector<std::string> CommandMetricsLabels();
+
 // One ggml-rpc client: a session of its own (attached, so it does not expire
 // while the connection is open) that holds its buffers and last graphs and
 // is closed, freeing them, when the connection ends. Commands are served in

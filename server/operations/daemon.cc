@@ -13,6 +13,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/ggml_rpc/protocol.h"
+#include "server/ggml_rpc/connection.h"
 #include "server/operations/transport_security.h"
 #include "spdlog/spdlog.h"
 
@@ -20,7 +21,8 @@ namespace tessera::server {
 namespace {
 
 // The full names of the methods the server serves: tessera.v1.Tessera's,
-// the health service's and server reflection's.
+// the health service's, server reflection's and the ggml-rpc commands'
+// (whether or not that listener is on).
 absl::flat_hash_set<std::string> ServedMethods() {
   absl::flat_hash_set<std::string> methods = {
       "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch",
@@ -31,6 +33,9 @@ absl::flat_hash_set<std::string> ServedMethods() {
   for (int i = 0; service != nullptr && i < service->method_count(); ++i) {
     methods.insert(
         absl::StrCat("/", service->full_name(), "/", service->method(i)->name()));
+  }
+  for (std::string& label : ggml_rpc::CommandMetricsLabels()) {
+    methods.insert(std::move(label));
   }
   return methods;
 }

@@ -76,10 +76,13 @@ Metrics::Metrics(absl::flat_hash_set<std::string> methods)
 
 void Metrics::ObserveCall(absl::string_view method, grpc::StatusCode code,
                           absl::Duration duration) {
-  const std::string label(methods_.contains(method) ? method : kOtherMethod);
+  const absl::string_view label =
+      methods_.contains(method) ? method : kOtherMethod;
   absl::MutexLock lock(&mu_);
-  ++calls_[{label, code}];
-  latency_[label].Observe(absl::ToDoubleSeconds(duration));
+  auto it = calls_.find(label);
+  if (it == calls_.end()) it = calls_.emplace(label, MethodCalls()).first;
+  ++it->second.by_code[code];
+  it->second.latency.Observe(absl::ToDoubleSeconds(duration));
 }
 
 void Metrics::ObserveExecution(absl::Duration duration) {
@@ -108,19 +111,20 @@ std::string Metrics::Render(const Gauges& gauges) const {
   out +=
       "# HELP tessera_rpcs_total Finished gRPC calls by method and status "
       "code.\n# TYPE tessera_rpcs_total counter\n";
-  for (const auto& [key, n] : calls_) {
-    absl::StrAppendFormat(&out,
-                          "tessera_rpcs_total{method=\"%s\",code=\"%s\"} %d\n",
-                          LabelValue(key.first), StatusCodeName(key.second),
-                          n);
+  for (const auto& [method, calls] : calls_) {
+    for (const auto& [code, n] : calls.by_code) {
+      absl::StrAppendFormat(
+          &out, "tessera_rpcs_total{method=\"%s\",code=\"%s\"} %d\n",
+          LabelValue(method), StatusCodeName(code), n);
+    }
   }
   out +=
       "# HELP tessera_rpc_duration_seconds gRPC call latency by method.\n"
       "# TYPE tessera_rpc_duration_seconds histogram\n";
-  for (const auto& [method, histogram] : latency_) {
-    histogram.Render("tessera_rpc_duration_seconds",
-                     absl::StrCat("method=\"", LabelValue(method), "\""),
-                     out);
+  for (const auto& [method, calls] : calls_) {
+    calls.latency.Render("tessera_rpc_duration_seconds",
+                         absl::StrCat("method=\"", LabelValue(method), "\""),
+                         out);
   }
   out +=
       "# HELP tessera_graph_execution_seconds Latency of graph executions "

@@ -82,10 +82,16 @@ class Metrics {
   // Constant after construction.
   const absl::flat_hash_set<std::string> methods_;
 
+  // A method's finished calls by status code, and their latency.
+  struct MethodCalls {
+    std::map<grpc::StatusCode, uint64_t> by_code;
+    Histogram latency;
+  };
+
   mutable absl::Mutex mu_;
-  std::map<std::pair<std::string, grpc::StatusCode>, uint64_t> calls_
-      ABSL_GUARDED_BY(mu_);
-  std::map<std::string, Histogram> latency_ ABSL_GUARDED_BY(mu_);
+  // By label (a method, or kOtherMethod); looked up by string_view, so a
+  // call's observation makes no string.
+  std::map<std::string, MethodCalls, std::less<>> calls_ ABSL_GUARDED_BY(mu_);
   Histogram executions_ ABSL_GUARDED_BY(mu_);
   uint64_t received_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;

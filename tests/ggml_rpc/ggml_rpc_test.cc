@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "tests/ggml_rpc/ggml_rpc_client.h"
 #include "tests/ggml_rpc/llama_graph.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/metrics_scrape.h"
 
 namespace tessera::testing {
 namespace {
@@ -776,6 +778,32 @@ TEST(GgmlRpcReserveTest, AllocBufferKeepsTheReserve) {
   std::vector<uint8_t> req;
   Put(req, 0, 4);
   EXPECT_TRUE((*c)->Call(kGetDeviceMemory, req, 16).ok());
+}
+
+// Each command's calls are counted under its own label, as each gRPC
+// method's are; a byte that is no command counts as "other".
+TEST(GgmlRpcMetricsTest, CommandsAreCountedByName) {
+  const int metrics_port = FreePort();
+  auto daemon = DaemonProcess::Start(
+      {"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
+       absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port)});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto c = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*c)->DeviceCount().ok());
+  const uint8_t no_command = 200;
+  ASSERT_TRUE((*c)->SendRaw(&no_command, 1).ok());
+  EXPECT_TRUE((*c)->ClosedByServer());
+  std::map<std::string, double> series = Scrape(metrics_port);
+  EXPECT_EQ(series["tessera_rpcs_total{method=\"/ggml_rpc/DEVICE_COUNT\","
+                   "code=\"OK\"}"],
+            3);
+  EXPECT_EQ(series["tessera_rpc_duration_seconds_count{method=\"/ggml_rpc/"
+                   "DEVICE_COUNT\"}"],
+            3);
+  EXPECT_EQ(series["tessera_rpcs_total{method=\"other\","
+                   "code=\"INVALID_ARGUMENT\"}"],
+            1);
 }
 
 // A listen address beyond loopback needs --insecure.
