@@ -780,6 +780,35 @@ TEST(GgmlRpcReserveTest, AllocBufferKeepsTheReserve) {
   EXPECT_TRUE((*c)->Call(kGetDeviceMemory, req, 16).ok());
 }
 
+// --session_memory_quota holds for each connection, a session of its own:
+// an ALLOC_BUFFER over what is left gets ggml's null pointer and the
+// connection goes on; another connection has its own quota; freeing
+// gives the room back.
+TEST(GgmlRpcQuotaTest, EachConnectionHasTheSessionQuota) {
+  auto daemon = DaemonProcess::Start({"--devices=cpu",
+                                      "--ggml_rpc_listen=127.0.0.1:0",
+                                      "--session_memory_quota=1M"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto first = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
+  auto second = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto half = (*first)->Alloc(0, 512 << 10);
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_NE(half->remote_ptr, 0u);
+  auto over = (*first)->Alloc(0, 768 << 10);
+  ASSERT_TRUE(over.ok()) << over.status();
+  EXPECT_EQ(over->remote_ptr, 0u);
+  EXPECT_TRUE((*first)->DeviceCount().ok());
+  auto other = (*second)->Alloc(0, 768 << 10);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->remote_ptr, 0u);
+  ASSERT_TRUE((*first)->Call(kFreeBuffer, U64(half->remote_ptr), 0).ok());
+  auto again = (*first)->Alloc(0, 768 << 10);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->remote_ptr, 0u);
+}
+
 // Each command's calls are counted under its own label, as each gRPC
 // method's are; a byte that is no command counts as "other".
 TEST(GgmlRpcMetricsTest, CommandsAreCountedByName) {
