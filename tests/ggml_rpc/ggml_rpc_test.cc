@@ -785,9 +785,9 @@ TEST(GgmlRpcReserveTest, AllocBufferKeepsTheReserve) {
 // connection goes on; another connection has its own quota; freeing
 // gives the room back.
 TEST(GgmlRpcQuotaTest, EachConnectionHasTheSessionQuota) {
-  auto daemon = DaemonProcess::Start({"--devices=cpu",
-                                      "--ggml_rpc_listen=127.0.0.1:0",
-                                      "--session_memory_quota=1M"});
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
+                            "--session_memory_quota=1M"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto first = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
   auto second = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
