@@ -72,7 +72,8 @@ void Listener::Reap() {
 
 // 1. Wait for a connection (poll with a timeout, so ended connections are
 //    reaped while idle).
-// 2. Refuse it over the cap; otherwise serve it on its own thread, which
+// 2. Reap again (a connection may have ended while the loop waited), then
+//    refuse it over the cap; otherwise serve it on its own thread, which
 //    marks itself done at the end.
 void Listener::AcceptLoop() {
   while (true) {
@@ -95,6 +96,7 @@ void Listener::AcceptLoop() {
     const int one = 1;
     setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto socket = std::make_unique<Socket>(client);
+    Reap();
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     if (served_.size() >= max_connections_) {

@@ -809,6 +809,32 @@ TEST(GgmlRpcQuotaTest, EachConnectionHasTheSessionQuota) {
   EXPECT_NE(again->remote_ptr, 0u);
 }
 
+// --ggml_rpc_max_connections: a connection over the cap is closed at once;
+// once one of the others ends, the next is served.
+TEST(GgmlRpcConnectionCapTest, OverTheCapIsClosedUntilOneEnds) {
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
+                            "--ggml_rpc_max_connections=2"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const int port = (*daemon)->ggml_rpc_port();
+  auto first = GgmlRpcClient::Connect(port);
+  auto second = GgmlRpcClient::Connect(port);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto third = GgmlRpcClient::ConnectRaw(port);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_TRUE((*third)->ClosedByServer());
+  EXPECT_TRUE((*first)->DeviceCount().ok());
+  first->reset();
+  // Well within the listener's idle poll (1 s): the next connection finds
+  // the ended one still listed unless the listener looks again.
+  absl::SleepFor(absl::Milliseconds(100));
+  auto fourth = GgmlRpcClient::Connect(port);
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  EXPECT_TRUE((*fourth)->DeviceCount().ok());
+  EXPECT_TRUE((*second)->DeviceCount().ok());
+}
+
 // Each command's calls are counted under its own label, as each gRPC
 // method's are; a byte that is no command counts as "other".
 TEST(GgmlRpcMetricsTest, CommandsAreCountedByName) {
