@@ -412,10 +412,14 @@ def _execute_messages(requests, max_executions, max_bytes):
                 request = requests.get_nowait()
             except queue.Empty:
                 break
-            if request is None or size + request.ByteSize() > max_bytes:
-                next_one = request  # the end, or the next message's first
+            if request is None:
+                next_one = request  # the end
                 break
-            size += request.ByteSize()
+            request_size = request.ByteSize()
+            if size + request_size > max_bytes:
+                next_one = request  # the next message's first
+                break
+            size += request_size
             first.more.append(request)
         yield first
         if next_one is _NOTHING:

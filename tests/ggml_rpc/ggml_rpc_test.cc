@@ -826,9 +826,10 @@ TEST(GgmlRpcConnectionCapTest, OverTheCapIsClosedUntilOneEnds) {
   EXPECT_TRUE((*third)->ClosedByServer());
   EXPECT_TRUE((*first)->DeviceCount().ok());
   first->reset();
-  // Well within the listener's idle poll (1 s): the next connection finds
-  // the ended one still listed unless the listener looks again.
-  absl::SleepFor(absl::Milliseconds(100));
+  // Time for the daemon to see the first end, well within the listener's
+  // idle poll (1 s): the next connection finds the ended one still listed
+  // unless the listener looks again when it comes.
+  absl::SleepFor(absl::Milliseconds(300));
   auto fourth = GgmlRpcClient::Connect(port);
   ASSERT_TRUE(fourth.ok()) << fourth.status();
   EXPECT_TRUE((*fourth)->DeviceCount().ok());
