@@ -374,8 +374,9 @@ struct FloatVec {
   // spill. On 2 threads of a Zen 4 VM: F16 4096 x 4096 weights took 0.73
   // and 0.84 ms for n = 3 and 4 this way, 1.05 and 1.30 ms with the 8 / C
   // rows before; bench/ops MUL_MAT n=8 (m=4096, k=14336) f16 7.4-7.6 and
-  // f32 8.8-9.0 ms with two rows, 9.1 and 15.3 ms with one.
-  static constexpr int MatVecRows(int cols) {
+  // f32 8.8-9.0 ms with two rows, 9.1 and 15.3 ms with one. The same
+  // whatever the weights' width.
+  static constexpr int MatVecRows(int cols, int /*weight_bytes*/) {
     return std::clamp(15 / (cols + 1), 2, 4);
   }
   static V Zero() { return _mm256_setzero_ps(); }

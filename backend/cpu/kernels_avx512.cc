@@ -865,12 +865,18 @@ struct FloatVec {
   using V = __m512;
   static constexpr int kWidth = 16;
   static constexpr int kMaxAcc = 16;
-  // Four rows whatever the column count: each column vector feeds four
-  // products, and with eight columns that beat three rows (which fit the
-  // registers; four spill accumulators) on a Zen 4 VM, F16 4096 x 4096
-  // weights on 2 threads: 1.48-1.51 against 2.60-2.65 ms (n = 5..7 ran
-  // 1.5-2x as fast as with the 16 / C rows before).
-  static constexpr int MatVecRows(int) { return 4; }
+  // Four rows whatever the column count for 2-byte weights: each column
+  // vector feeds four products, and with eight columns that beat three
+  // rows (which fit the registers; four spill accumulators) on a Zen 4 VM,
+  // F16 4096 x 4096 weights on 2 threads: 1.48-1.51 against 2.60-2.65 ms
+  // (n = 5..7 ran 1.5-2x as fast as with the 16 / C rows before). F32
+  // weights take three rows from seven columns, where four spill: bench/ops
+  // MUL_MAT f32 n=8 (m=4096, k=14336), 2 threads, builds alternating in
+  // nine pairs: 7.8-10.0 ms (median 8.4) against 8.3-12.0 (10.2) with four
+  // (F16 and BF16 ran as fast or faster with four).
+  static constexpr int MatVecRows(int cols, int weight_bytes) {
+    return weight_bytes == 4 && cols >= 7 ? 3 : 4;
+  }
   static V Zero() { return _mm512_setzero_ps(); }
   static bool AnyZero(V v) {
     return _mm512_cmp_ps_mask(v, Zero(), _CMP_EQ_OQ) != 0;
