@@ -872,8 +872,8 @@ struct FloatVec {
   // (n = 5..7 ran 1.5-2x as fast as with the 16 / C rows before). F32
   // weights take three rows from seven columns, where four spill: bench/ops
   // MUL_MAT f32 n=8 (m=4096, k=14336), 2 threads, builds alternating in
-  // nine pairs: 7.8-10.0 ms (median 8.4) against 8.3-12.0 (10.2) with four
-  // (F16 and BF16 ran as fast or faster with four).
+  // four pairs: 5.8-6.3 ms against 6.5-7.0 with four (F16 and BF16 ran as
+  // fast or faster with four).
   static constexpr int MatVecRows(int cols, int weight_bytes) {
     return weight_bytes == 4 && cols >= 7 ? 3 : 4;
   }
