@@ -1,7 +1,10 @@
 // tesserad's ggml-rpc listener against a client written from the protocol's
 // definition (ggml_rpc_client.h), with the daemon as a real process.
 
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -834,6 +837,40 @@ TEST(GgmlRpcConnectionCapTest, OverTheCapIsClosedUntilOneEnds) {
   ASSERT_TRUE(fourth.ok()) << fourth.status();
   EXPECT_TRUE((*fourth)->DeviceCount().ok());
   EXPECT_TRUE((*second)->DeviceCount().ok());
+}
+
+// SIGTERM while a ggml-rpc command is in flight (a SET_TENSOR whose bytes
+// are still coming): the daemon waits for it, refusing new connections
+// meanwhile (no new sessions while draining), and exits 0 once it is whole.
+TEST(GgmlRpcDrainTest, SigtermWaitsForTheCommandInFlight) {
+  auto daemon =
+      DaemonProcess::Start({"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
+                            "--drain_timeout=60s"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const int port = (*daemon)->ggml_rpc_port();
+  auto c = GgmlRpcClient::Connect(port);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto a = (*c)->Alloc(0, 1 << 20);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_NE(a->remote_ptr, 0u);
+  constexpr uint32_t kBytes = 1 << 16;
+  std::vector<uint8_t> head = {kSetTensor};
+  Put(head, kGgmlTensorBytes + 8 + kBytes, 8);
+  Put(head, Encode(Bytes(*a, 0, kBytes)));
+  Put(head, 0, 8);
+  const std::vector<uint8_t> data(kBytes, 7);
+  ASSERT_TRUE((*c)->SendRaw(head.data(), head.size()).ok());
+  ASSERT_TRUE((*c)->SendRaw(data.data(), kBytes / 2).ok());
+  absl::SleepFor(absl::Milliseconds(200));  // the daemon reads the header
+  ASSERT_TRUE((*daemon)->Kill(SIGTERM).ok());
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_TRUE((*daemon)->IsRunning());
+  EXPECT_FALSE(GgmlRpcClient::Connect(port).ok());
+  ASSERT_TRUE((*c)->SendRaw(data.data() + kBytes / 2, kBytes / 2).ok());
+  absl::StatusOr<int> wait_status = (*daemon)->Wait(absl::Seconds(30));
+  ASSERT_TRUE(wait_status.ok()) << wait_status.status();
+  EXPECT_TRUE(WIFEXITED(*wait_status) && WEXITSTATUS(*wait_status) == 0)
+      << *wait_status;
 }
 
 // Each command's calls are counted under its own label, as each gRPC
