@@ -750,13 +750,8 @@ void QuantizeActK(const float* x, char* row, int64_t k) {
   }
 }
 
-// acc plus the eight 32-bit sums of adjacent 16-bit products p * s, in
-// one instruction.
-__m256i KMaddAcc(__m256i acc, __m256i p, __m256i s) {
-  return _mm256_dpwssd_epi32(acc, p, s);
-}
-
-// Four columns: thirty-two registers hold a 2 x 4 tile's accumulators.
+// Four columns: a 2 x 4 tile's sixteen 512-bit accumulators (integer and
+// float) take half of the thirty-two registers.
 constexpr int kKTileCols = 4;
 
 #include "backend/cpu/kernels_kquant_x86.inc"
