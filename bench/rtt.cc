@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -76,14 +77,19 @@ absl::StatusOr<Row> Measure(const std::string& name, int n,
   return Row{name, Percentile(us, 0.5), Percentile(us, 0.99)};
 }
 
+// The row of round trips timed in seconds.
+Row FromSeconds(const std::string& name, std::vector<double> seconds) {
+  for (double& s : seconds) s *= 1e6;
+  return Row{name, Percentile(seconds, 0.5), Percentile(seconds, 0.99)};
+}
+
 // A row of raw TCP exchanges (Loopback::Exchange).
 absl::StatusOr<Row> ExchangeRow(const std::string& name, Loopback& loopback,
                                 const std::vector<size_t>& sends, size_t reply,
                                 int n, Loopback::Reader reader) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<double> rtts,
                            loopback.Exchange(sends, reply, n, reader));
-  for (double& s : rtts) s *= 1e6;
-  return Row{name, Percentile(rtts, 0.5), Percentile(rtts, 0.99)};
+  return FromSeconds(name, std::move(rtts));
 }
 
 // A row of ggml-rpc GRAPH_RECOMPUTE + GET_TENSOR round trips, on a new
@@ -91,8 +97,7 @@ absl::StatusOr<Row> ExchangeRow(const std::string& name, Loopback& loopback,
 // threads are pinned now).
 absl::StatusOr<Row> RecomputeRow(const std::string& name, int port, int n) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<double> rpc, GgmlRpcRecompute(port, n));
-  for (double& s : rpc) s *= 1e6;
-  return Row{name, Percentile(rpc, 0.5), Percentile(rpc, 0.99)};
+  return FromSeconds(name, std::move(rpc));
 }
 
 // Medians in microseconds with client and daemon pinned to CPUs: the
@@ -243,9 +248,8 @@ absl::Status Main(int n, const std::string& tcp_target,
     }
   }
   TESSERA_ASSIGN_OR_RETURN(std::vector<double> echoes, GrpcEcho(64, n));
-  for (double& s : echoes) s *= 1e6;
-  const Row echo{"gRPC stream echo, 64 B, TCP", Percentile(echoes, 0.5),
-                 Percentile(echoes, 0.99)};
+  const Row echo =
+      FromSeconds("gRPC stream echo, 64 B, TCP", std::move(echoes));
   rows.push_back(echo);
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Loopback> loopback,
                            Loopback::Open());
