@@ -30,15 +30,21 @@ namespace {
 
 constexpr uint64_t kBufferBytes = 1 << 16;
 
+// A daemon with one CPU device, its ggml-rpc listener on a port the kernel
+// picks, and `flag`.
+absl::StatusOr<std::unique_ptr<DaemonProcess>> StartWithListener(
+    const std::string& flag) {
+  return DaemonProcess::Start(
+      {"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0", flag});
+}
+
 class GgmlRpcTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     cache_dir_ = new std::string(absl::StrCat(
         std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp",
         "/ggml_rpc_cache"));
-    auto daemon = DaemonProcess::Start(
-        {"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
-         absl::StrCat("--cache_dir=", *cache_dir_)});
+    auto daemon = StartWithListener(absl::StrCat("--cache_dir=", *cache_dir_));
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = daemon->release();
     ASSERT_NE(daemon_->ggml_rpc_port(), 0);
@@ -769,9 +775,7 @@ TEST_F(GgmlRpcTest, BlockQuantWeightsMultiply) {
 // a reserve larger than the device, even 1 MiB (which the daemon of the
 // other tests gives) gets ggml's null pointer, and the connection goes on.
 TEST(GgmlRpcReserveTest, AllocBufferKeepsTheReserve) {
-  auto daemon = DaemonProcess::Start(
-      {"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
-       "--device_memory_reserve=1099511627776"});
+  auto daemon = StartWithListener("--device_memory_reserve=1099511627776");
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto c = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
   ASSERT_TRUE(c.ok()) << c.status();
@@ -788,9 +792,7 @@ TEST(GgmlRpcReserveTest, AllocBufferKeepsTheReserve) {
 // connection goes on; another connection has its own quota; freeing
 // gives the room back.
 TEST(GgmlRpcQuotaTest, EachConnectionHasTheSessionQuota) {
-  auto daemon =
-      DaemonProcess::Start({"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
-                            "--session_memory_quota=1M"});
+  auto daemon = StartWithListener("--session_memory_quota=1M");
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto first = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
   auto second = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
@@ -815,9 +817,7 @@ TEST(GgmlRpcQuotaTest, EachConnectionHasTheSessionQuota) {
 // --ggml_rpc_max_connections: a connection over the cap is closed at once;
 // once one of the others ends, the next is served.
 TEST(GgmlRpcConnectionCapTest, OverTheCapIsClosedUntilOneEnds) {
-  auto daemon =
-      DaemonProcess::Start({"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
-                            "--ggml_rpc_max_connections=2"});
+  auto daemon = StartWithListener("--ggml_rpc_max_connections=2");
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const int port = (*daemon)->ggml_rpc_port();
   auto first = GgmlRpcClient::Connect(port);
@@ -843,9 +843,7 @@ TEST(GgmlRpcConnectionCapTest, OverTheCapIsClosedUntilOneEnds) {
 // are still coming): the daemon waits for it, refusing new connections
 // meanwhile (no new sessions while draining), and exits 0 once it is whole.
 TEST(GgmlRpcDrainTest, SigtermWaitsForTheCommandInFlight) {
-  auto daemon =
-      DaemonProcess::Start({"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
-                            "--drain_timeout=60s"});
+  auto daemon = StartWithListener("--drain_timeout=60s");
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const int port = (*daemon)->ggml_rpc_port();
   auto c = GgmlRpcClient::Connect(port);
@@ -877,9 +875,8 @@ TEST(GgmlRpcDrainTest, SigtermWaitsForTheCommandInFlight) {
 // method's are; a byte that is no command counts as "other".
 TEST(GgmlRpcMetricsTest, CommandsAreCountedByName) {
   const int metrics_port = FreePort();
-  auto daemon = DaemonProcess::Start(
-      {"--devices=cpu", "--ggml_rpc_listen=127.0.0.1:0",
-       absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port)});
+  auto daemon = StartWithListener(
+      absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port));
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto c = GgmlRpcClient::Connect((*daemon)->ggml_rpc_port());
   ASSERT_TRUE(c.ok()) << c.status();
