@@ -3,7 +3,9 @@
 //  - "read": a streaming read-reduce (bench/stream_read.h, the faster of
 //    its two kinds) of the very bytes the op reads (the weights of MUL_MAT
 //    n=1, K and V of attention decode), on the same threads, so the
-//    roofline counts whether those bytes sit in cache or in memory;
+//    roofline counts whether those bytes sit in cache or in memory (the
+//    "x<count> matrices" rows read 256 MiB or more of weights, more than
+//    any cache holds);
 //  - "copy": memcpy of the bytes an op touches (row ops), counted the same
 //    way (a copy of S bytes touches 2S);
 //  - "fma": the AVX-512 (else AVX2) FMA peak of the same threads, from a
@@ -392,29 +394,43 @@ struct OneOp {
 
 // Builds `build(ctx)`'s graph, allocates every tensor on `device` and fills
 // each leaf: floats in [-1, 1) converted to its type, I32 leafs with 0..n-1.
+// With `repeat` set, a leaf of the type and size of one filled before gets
+// that one's bytes (copies of one matrix, converted once).
 template <typename Build>
-absl::Status Prepare(Device& device, Build build, OneOp& op) {
+absl::Status Prepare(Device& device, Build build, OneOp& op,
+                     bool repeat = false) {
   TESSERA_ASSIGN_OR_RETURN(Tensor * out, build(op.ctx));
   TESSERA_RETURN_IF_ERROR(op.graph.Expand(out));
   std::vector<Tensor*> all(op.graph.leafs().begin(), op.graph.leafs().end());
   all.insert(all.end(), op.graph.nodes().begin(), op.graph.nodes().end());
   TESSERA_ASSIGN_OR_RETURN(op.buffer, AllocTensors(device.buffer_type(), all));
   uint32_t seed = 1;
+  // Each leaf's bytes, or (without `repeat`) the last leaf's.
+  std::vector<std::pair<Type, std::vector<char>>> filled;
   for (Tensor* leaf : op.graph.leafs()) {
-    const int64_t n = leaf->NumElements();
-    std::vector<char> bytes(leaf->NumBytes());
-    if (leaf->type == Type::kI32) {
-      for (int64_t i = 0; i < n; ++i) {
-        const int32_t v = static_cast<int32_t>(i);
-        std::memcpy(bytes.data() + 4 * i, &v, 4);
+    auto same = std::find_if(filled.begin(), filled.end(), [&](auto& f) {
+      return repeat && f.first == leaf->type &&
+             f.second.size() == leaf->NumBytes();
+    });
+    if (same == filled.end()) {
+      const int64_t n = leaf->NumElements();
+      std::vector<char> bytes(leaf->NumBytes());
+      if (leaf->type == Type::kI32) {
+        for (int64_t i = 0; i < n; ++i) {
+          const int32_t v = static_cast<int32_t>(i);
+          std::memcpy(bytes.data() + 4 * i, &v, 4);
+        }
+      } else {
+        std::vector<float> values(n);
+        Fill(values, seed++);
+        RowFromFloat(leaf->type, values.data(), bytes.data(), n);
       }
-    } else {
-      std::vector<float> values(n);
-      Fill(values, seed++);
-      RowFromFloat(leaf->type, values.data(), bytes.data(), n);
+      if (!repeat) filled.clear();
+      filled.emplace_back(leaf->type, std::move(bytes));
+      same = std::prev(filled.end());
     }
-    TESSERA_RETURN_IF_ERROR(
-        leaf->buffer->SetTensor(*leaf, bytes.data(), 0, bytes.size()));
+    TESSERA_RETURN_IF_ERROR(leaf->buffer->SetTensor(
+        *leaf, same->second.data(), 0, same->second.size()));
   }
   return absl::OkStatus();
 }
@@ -538,6 +554,55 @@ absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
     PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
              flops / lim.fma_flops, "fma", flops / lim.Sgemm(n));
   }
+  return absl::OkStatus();
+}
+
+// MUL_MAT n=1 over `count` matrices of MulMatCase's shape, their products
+// summed, where one matrix of `type` is at most 64 MiB: `count` makes 256
+// MiB or more of weights, more than any cache holds, as a decode step's
+// weights are. MulMatCase's n=1 row reads one matrix, which then sits partly
+// in the last-level cache; this row is read from memory, against a read of
+// all the matrices.
+absl::Status MulMatInMemoryCase(CpuDevice& device, Stream& stream,
+                                const Limits& lim, std::string_view only,
+                                Type type) {
+  constexpr int64_t kM = 4096;
+  constexpr int64_t kK = 14336;
+  constexpr size_t kAll = size_t{256} << 20;
+  const size_t matrix = RowSize(type, kK) * kM;
+  if (matrix > kAll / 4) return absl::OkStatus();
+  const int64_t count = (kAll + matrix - 1) / matrix;
+  const std::string name = absl::StrFormat("MUL_MAT %s n=1 x%d matrices",
+                                           TypeName(type), count);
+  if (!Selected(name, only)) return absl::OkStatus();
+  OneOp op;
+  std::vector<const Tensor*> matrices;
+  TESSERA_RETURN_IF_ERROR(Prepare(
+      device,
+      [&](Context& ctx) -> absl::StatusOr<Tensor*> {
+        TESSERA_ASSIGN_OR_RETURN(Tensor * x, ctx.NewTensor(Type::kF32, {kK, 1}));
+        Tensor* sum = nullptr;
+        for (int64_t i = 0; i < count; ++i) {
+          TESSERA_ASSIGN_OR_RETURN(Tensor * w, ctx.NewTensor(type, {kK, kM}));
+          matrices.push_back(w);
+          TESSERA_ASSIGN_OR_RETURN(Tensor * y, MulMat(ctx, w, x));
+          if (sum == nullptr) {
+            sum = y;
+          } else {
+            TESSERA_ASSIGN_OR_RETURN(sum, Add(ctx, sum, y));
+          }
+        }
+        return sum;
+      },
+      op, /*repeat=*/true));
+  std::vector<Read::Range> weights;
+  for (const Tensor* w : matrices) weights.push_back({w->data, w->NumBytes()});
+  TESSERA_ASSIGN_OR_RETURN(
+      ReadBound t, TimeAgainstRead(stream, op, weights, lim.threads));
+  const double flops = 2.0 * kM * kK * count / t.seconds;
+  const double bytes_per_s = static_cast<double>(matrix) * count / t.seconds;
+  PrintRow(name, t.seconds, flops / 1e9, bytes_per_s / 1e9,
+           bytes_per_s / t.read_bytes_per_s, "read", 0);
   return absl::OkStatus();
 }
 
@@ -738,6 +803,8 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
     for (int64_t n : {1, 8, 512}) {
       TESSERA_RETURN_IF_ERROR(MulMatCase(device, *stream, lim, only, type, n));
     }
+    TESSERA_RETURN_IF_ERROR(
+        MulMatInMemoryCase(device, *stream, lim, only, type));
   }
   TESSERA_RETURN_IF_ERROR(
       MemoryCase(device, *stream, lim, only, "ADD f32 [4096,4096]",
