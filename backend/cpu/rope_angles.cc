@@ -51,8 +51,6 @@ RopeAngleCache::RopeAngleCache(const Tensor& node) {
   const RopeFrequencies f = RopeFrequenciesOf(node);
   const size_t pairs = f.extrap.size();
   k_.resize(pairs);
-  step_c_.resize(pairs);
-  step_s_.resize(pairs);
   c_.resize(pairs);
   s_.resize(pairs);
   spread_ = node.op_params[2] != kRopeNeox;
@@ -61,8 +59,6 @@ RopeAngleCache::RopeAngleCache(const Tensor& node) {
   mscale_ = f.mscale;
   for (size_t i = 0; i < pairs; ++i) {
     k_[i] = f.extrap[i] * (f.freq_scale * (1.0 - f.ramp[i]) + f.ramp[i]);
-    step_c_[i] = std::cos(k_[i]);
-    step_s_[i] = std::sin(k_[i]);
   }
 }
 
@@ -70,6 +66,14 @@ void RopeAngleCache::At(int64_t pos) {
   if (valid_ && pos == pos_) return;
   const size_t pairs = k_.size();
   if (valid_ && pos == pos_ + 1 && steps_ < kRecompute) {
+    if (step_c_.empty()) {
+      step_c_.resize(pairs);
+      step_s_.resize(pairs);
+      for (size_t i = 0; i < pairs; ++i) {
+        step_c_[i] = std::cos(k_[i]);
+        step_s_[i] = std::sin(k_[i]);
+      }
+    }
     Rotate(pairs, c_.data(), s_.data(), step_c_.data(), step_s_.data());
     ++steps_;
   } else {

@@ -33,7 +33,9 @@ class RopeAngleCache {
   static constexpr int kRecompute = 1024;
 
   std::vector<double> k_;      // angle per position step, per pair
-  std::vector<double> step_c_;  // cos(k_i), sin(k_i)
+  // cos(k_i), sin(k_i), from the first rotation on (a decode step's node
+  // has one position and needs none).
+  std::vector<double> step_c_;
   std::vector<double> step_s_;
   double mscale_ = 1.0;
   std::vector<double> c_;  // unscaled cos and sin at pos_
