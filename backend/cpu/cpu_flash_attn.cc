@@ -133,6 +133,25 @@ struct MarkedRows {
   bool operator==(const MarkedRows&) const = default;
 };
 
+// Asks the caches for rows [j0, j0 + n) of head `head` of K or V (`t`):
+// a unit's first block, which no block before it asked for (the attention
+// kernels ask for the next block's rows while they work on one). In a
+// decode step the cache's rows come from memory (a model's weights pass
+// through the caches between two steps), and asked for together they
+// arrive in parallel rather than a few at a time as the kernel reaches
+// them.
+void PrefetchRows(const Tensor& t, int64_t j0, int64_t n, int64_t head,
+                  int64_t batch) {
+  const size_t bytes = RowSize(t.type, t.ne[0]);
+  for (int64_t j = j0; j < j0 + n; ++j) {
+    const uintptr_t row = reinterpret_cast<uintptr_t>(At(t, j, head, batch));
+    for (uintptr_t line = row & ~uintptr_t{63}; line < row + bytes;
+         line += 64) {
+      __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+    }
+  }
+}
+
 void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
              int64_t unit, float* scratch, MarkedRows& marked) {
   const Tensor& q = *node.src[0];
@@ -231,6 +250,7 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
       }
     }
   }
+  bool first = true;
   for (int64_t j = 0; j < n_kv;) {
     const void* start = std::memchr(live + j, true, n_kv - j);
     if (start == nullptr) break;
@@ -239,6 +259,11 @@ void RunUnit(const Tensor& node, const CpuComputeContext& ctx, const Units& u,
     const void* stop = std::memchr(live + j, false, most);
     const int64_t end =
         stop == nullptr ? j + most : static_cast<const bool*>(stop) - live;
+    if (first) {
+      PrefetchRows(k, j, end - j, kh, kb);
+      PrefetchRows(v, j, end - j, kh, kb);
+      first = false;
+    }
     block(j, end - j, end < n_kv && live[end]);
     j = end;
   }
