@@ -486,17 +486,22 @@ void BlockQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
 //    the blocks' nibble bytes, as in BlockQuadColumn, and another their
 //    scales (and minimums).
 //  - The fifth bits of the blocks' first 16 values, then of their last 16,
-//    are each a 64-bit mask in the nibbles' layout (16 bits per block),
-//    put together in general-purpose registers from 16-bit loads; a masked
-//    byte add gives those levels their 16. The vector ports, which bound
-//    the kernel, are left the rest of the work.
+//    are each a 64-bit mask in the nibbles' layout (16 bits per block).
+//    The scales' permute also gathers the blocks' qh words; a byte shuffle
+//    puts in each byte of a value the qh byte that holds its bit, and a
+//    byte test against that bit makes the mask. A masked byte add gives
+//    those levels their 16.
 //  - The rows' scales meet the activation's in one vector (dw of row r,
 //    block b + j in float 4r + j) and the offset or minimum terms are
 //    accumulated for all rows at once, as in BlockQuadColumn.
 // On one thread of a Zen 4 VM, weights in L2 (64 rows, k = 4096): 4.01
 // (q5_0) and 4.18 ns (q5_1) per row and four blocks with two blocks per
-// step, 3.65 and 3.84 with the fifth bits gathered by the permute, 3.19
-// and 3.34 with them gathered as here.
+// step, 3.65 and 3.84 with the fifth bits gathered by a permute of their
+// own, 3.19 and 3.34 with the masks put together in general-purpose
+// registers from 16-bit loads (22 instructions a row and step). On one
+// thread of a Zen 5 VM, which has more vector ports, the same weights ran
+// at 40-41 (q5_0) and 43-45 GB/s (q5_1) with those registers and at 49
+// with the masks made as here.
 template <typename T, int R>
 void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
   static_assert(R >= 1 && R <= 4, "four floats per row in 512 bits");
@@ -516,9 +521,16 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
   };
   struct Indices {
     alignas(64) int16_t nibbles[32];  // block j's 8 words in words 8j..8j+7
-    // Words 0..3: the blocks' d; 4..7: their m (Q5_1).
+    // Words 0..3: the blocks' d; 4..7: their m (Q5_1); 8 + 2j and 9 + 2j:
+    // block j's qh (bytes 4j..4j+3 of the second 128-bit lane).
     alignas(64) int16_t header[32];
     alignas(64) int32_t spread[4][16];  // row r: float 4r + j in lanes 4j..
+    // Byte 16j + i (value i of block j, i < 16): the byte of block j's qh
+    // in that lane holding the fifth bit of value i (first_sel) or 16 + i
+    // (last_sel), and that bit (bit).
+    alignas(64) int8_t first_sel[64];
+    alignas(64) int8_t last_sel[64];
+    alignas(64) int8_t bit[64];
   };
   static constexpr Indices kIndices = [&] {
     Indices x{};
@@ -529,6 +541,14 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
       const int block = j * kBlockBytes;
       x.header[j] = word_of(block);
       if (T::kHasMin) x.header[4 + j] = word_of(block + 2);
+      x.header[8 + 2 * j] = word_of(block + kQh);
+      x.header[9 + 2 * j] = word_of(block + kQh + 2);
+    }
+    for (int i = 0; i < 64; ++i) {
+      const int j = i / 16, v = i % 16;
+      x.first_sel[i] = static_cast<int8_t>(4 * j + v / 8);
+      x.last_sel[i] = static_cast<int8_t>(4 * j + 2 + v / 8);
+      x.bit[i] = static_cast<int8_t>(1 << (v % 8));
     }
     for (int r = 0; r < 4; ++r) {
       for (int i = 0; i < 16; ++i) x.spread[r][i] = 4 * r + i / 4;
@@ -540,6 +560,9 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
   const char* const* w = in.w;
   const __m512i nibble_words = _mm512_load_si512(kIndices.nibbles);
   const __m512i header_words = _mm512_load_si512(kIndices.header);
+  const __m512i first_sel = _mm512_load_si512(kIndices.first_sel);
+  const __m512i last_sel = _mm512_load_si512(kIndices.last_sel);
+  const __m512i bit = _mm512_load_si512(kIndices.bit);
   __m512i spread[R];
   for (int r = 0; r < R; ++r) spread[r] = _mm512_load_si512(kIndices.spread[r]);
   const __m512i low = _mm512_set1_epi8(0x0F);
@@ -572,12 +595,16 @@ void FiveBitQuadColumn(const QuantMatMulArgs& a, int64_t r0) {
             mw, _mm_cvtph_ps(_mm_unpackhi_epi64(scale_words, scale_words)), r);
       }
       // Bit 16j + i of `first` (`last`): bit i (16 + i) of block j's qh.
-      const uint64_t first = FourBlockWords(w[r] + at, kBlockBytes, kQh);
-      const uint64_t last = FourBlockWords(w[r] + at, kBlockBytes, kQh + 2);
+      // The qh words in every 128-bit lane, for the in-lane shuffles.
+      const __m512i qh = _mm512_shuffle_i32x4(header, header, 0x55);
+      const __mmask64 first = _mm512_test_epi8_mask(
+          _mm512_shuffle_epi8(qh, first_sel), bit);
+      const __mmask64 last = _mm512_test_epi8_mask(
+          _mm512_shuffle_epi8(qh, last_sel), bit);
       __m512i lo = _mm512_and_si512(v, low);
       __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-      lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(first), lo, sixteen);
-      hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(last), hi, sixteen);
+      lo = _mm512_mask_add_epi8(lo, first, lo, sixteen);
+      hi = _mm512_mask_add_epi8(hi, last, hi, sixteen);
       dot[r] = _mm512_dpbusd_epi32(
           _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, q_lo), hi, q_hi);
     }
