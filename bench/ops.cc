@@ -4,7 +4,7 @@
 //    its two kinds) of the very bytes the op reads (the weights of MUL_MAT
 //    n=1, K and V of attention decode), on the same threads, so the
 //    roofline counts whether those bytes sit in cache or in memory (the
-//    "x<count> matrices" rows read 256 MiB or more of weights, more than
+//    "x<copies> matrices" rows read 256 MiB or more of weights, more than
 //    any cache holds);
 //  - "copy": memcpy of the bytes an op touches (row ops), counted the same
 //    way (a copy of S bytes touches 2S);
@@ -392,10 +392,28 @@ struct OneOp {
   std::unique_ptr<Buffer> buffer;
 };
 
+// The bytes Prepare fills a leaf with: floats in [-1, 1) (from `seed`,
+// which it advances) converted to the leaf's type, or 0..n-1 for I32.
+std::vector<char> LeafBytes(const Tensor& leaf, uint32_t& seed) {
+  const int64_t n = leaf.NumElements();
+  std::vector<char> bytes(leaf.NumBytes());
+  if (leaf.type == Type::kI32) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t v = static_cast<int32_t>(i);
+      std::memcpy(bytes.data() + 4 * i, &v, 4);
+    }
+  } else {
+    std::vector<float> values(n);
+    Fill(values, seed++);
+    RowFromFloat(leaf.type, values.data(), bytes.data(), n);
+  }
+  return bytes;
+}
+
 // Builds `build(ctx)`'s graph, allocates every tensor on `device` and fills
-// each leaf: floats in [-1, 1) converted to its type, I32 leafs with 0..n-1.
-// With `repeat` set, a leaf of the type and size of one filled before gets
-// that one's bytes (copies of one matrix, converted once).
+// each leaf (LeafBytes). With `repeat` set, a leaf of the type and size of
+// one filled before gets that one's bytes (copies of one matrix, converted
+// once).
 template <typename Build>
 absl::Status Prepare(Device& device, Build build, OneOp& op,
                      bool repeat = false) {
@@ -405,32 +423,19 @@ absl::Status Prepare(Device& device, Build build, OneOp& op,
   all.insert(all.end(), op.graph.nodes().begin(), op.graph.nodes().end());
   TESSERA_ASSIGN_OR_RETURN(op.buffer, AllocTensors(device.buffer_type(), all));
   uint32_t seed = 1;
-  // Each leaf's bytes, or (without `repeat`) the last leaf's.
-  std::vector<std::pair<Type, std::vector<char>>> filled;
+  std::vector<std::pair<Type, std::vector<char>>> kept;  // with `repeat`
   for (Tensor* leaf : op.graph.leafs()) {
-    auto same = std::find_if(filled.begin(), filled.end(), [&](auto& f) {
-      return repeat && f.first == leaf->type &&
-             f.second.size() == leaf->NumBytes();
+    auto same = std::find_if(kept.begin(), kept.end(), [&](const auto& k) {
+      return k.first == leaf->type && k.second.size() == leaf->NumBytes();
     });
-    if (same == filled.end()) {
-      const int64_t n = leaf->NumElements();
-      std::vector<char> bytes(leaf->NumBytes());
-      if (leaf->type == Type::kI32) {
-        for (int64_t i = 0; i < n; ++i) {
-          const int32_t v = static_cast<int32_t>(i);
-          std::memcpy(bytes.data() + 4 * i, &v, 4);
-        }
-      } else {
-        std::vector<float> values(n);
-        Fill(values, seed++);
-        RowFromFloat(leaf->type, values.data(), bytes.data(), n);
-      }
-      if (!repeat) filled.clear();
-      filled.emplace_back(leaf->type, std::move(bytes));
-      same = std::prev(filled.end());
+    std::vector<char> made;
+    if (same == kept.end()) made = LeafBytes(*leaf, seed);
+    const std::vector<char>& bytes = same == kept.end() ? made : same->second;
+    TESSERA_RETURN_IF_ERROR(
+        leaf->buffer->SetTensor(*leaf, bytes.data(), 0, bytes.size()));
+    if (repeat && same == kept.end()) {
+      kept.emplace_back(leaf->type, std::move(made));
     }
-    TESSERA_RETURN_IF_ERROR(leaf->buffer->SetTensor(
-        *leaf, same->second.data(), 0, same->second.size()));
   }
   return absl::OkStatus();
 }
@@ -506,85 +511,35 @@ bool Selected(std::string_view name, std::string_view only) {
   return name.find(only) != std::string_view::npos;
 }
 
-absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
-                        std::string_view only, Type type, int64_t n) {
-  const std::string name =
-      absl::StrFormat("MUL_MAT %s n=%d", TypeName(type), n);
-  if (!Selected(name, only)) return absl::OkStatus();
-  constexpr int64_t kM = 4096;
-  constexpr int64_t kK = 14336;
-  OneOp op;
-  Tensor* weights = nullptr;
-  TESSERA_RETURN_IF_ERROR(Prepare(
-      device,
-      [&](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(weights, ctx.NewTensor(type, {kK, kM}));
-        TESSERA_ASSIGN_OR_RETURN(Tensor * x,
-                                 ctx.NewTensor(Type::kF32, {kK, n}));
-        return MulMat(ctx, weights, x);
-      },
-      op));
-  if (n == 1) {
-    // Memory-bound: the weights read once.
-    TESSERA_ASSIGN_OR_RETURN(
-        ReadBound t, TimeAgainstRead(stream, op,
-                                     {{weights->data, weights->NumBytes()}},
-                                     lim.threads));
-    const double flops = 2.0 * kM * n * kK / t.seconds;
-    const double bytes_per_s = weights->NumBytes() / t.seconds;
-    PrintRow(name, t.seconds, flops / 1e9, bytes_per_s / 1e9,
-             bytes_per_s / t.read_bytes_per_s, "read", flops / lim.Sgemm(n));
-    return absl::OkStatus();
-  }
-  TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
-  const double flops = 2.0 * kM * n * kK / seconds;
-  const double bytes_per_s = weights->NumBytes() / seconds;
-  if (lim.amx.int8_ops > 0 && n >= kMinTileCols &&
-             (type == Type::kBF16 || type == Type::kF16 ||
-              type == Type::kQ8_0 || type == Type::kQ4_0)) {
-    const double peak = type == Type::kBF16 || type == Type::kF16
-                            ? lim.amx.bf16_flops
-                            : lim.amx.int8_ops;
-    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, flops / peak,
-             "amx", flops / lim.Sgemm(n));
-  } else if (lim.bf16_flops > 0 && n >= kMinTileCols && type == Type::kBF16) {
-    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
-             flops / lim.bf16_flops, "bf16", flops / lim.Sgemm(n));
-  } else {
-    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
-             flops / lim.fma_flops, "fma", flops / lim.Sgemm(n));
-  }
-  return absl::OkStatus();
-}
+// ggml's MUL_MAT shape: m x k weights.
+constexpr int64_t kMulMatM = 4096;
+constexpr int64_t kMulMatK = 14336;
 
-// MUL_MAT n=1 over `count` matrices of MulMatCase's shape, their products
-// summed, where one matrix of `type` is at most 64 MiB: `count` makes 256
-// MiB or more of weights, more than any cache holds, as a decode step's
-// weights are. MulMatCase's n=1 row reads one matrix, which then sits partly
-// in the last-level cache; this row is read from memory, against a read of
-// all the matrices.
-absl::Status MulMatInMemoryCase(CpuDevice& device, Stream& stream,
-                                const Limits& lim, std::string_view only,
-                                Type type) {
-  constexpr int64_t kM = 4096;
-  constexpr int64_t kK = 14336;
-  constexpr size_t kAll = size_t{256} << 20;
-  const size_t matrix = RowSize(type, kK) * kM;
-  if (matrix > kAll / 4) return absl::OkStatus();
-  const int64_t count = (kAll + matrix - 1) / matrix;
-  const std::string name = absl::StrFormat("MUL_MAT %s n=1 x%d matrices",
-                                           TypeName(type), count);
+// MUL_MAT of `copies` matrices of ggml's shape (converted once) by the same
+// n columns, the products summed. With copies > 1 the row reads its n=1
+// weights from memory, as a decode step does: the one-matrix row of a type
+// of 64 MiB or less finds them partly in the last-level cache.
+absl::Status MulMatCase(CpuDevice& device, Stream& stream, const Limits& lim,
+                        std::string_view only, Type type, int64_t n,
+                        int64_t copies = 1) {
+  const std::string name =
+      copies == 1
+          ? absl::StrFormat("MUL_MAT %s n=%d", TypeName(type), n)
+          : absl::StrFormat("MUL_MAT %s n=%d x%d matrices", TypeName(type), n,
+                            copies);
   if (!Selected(name, only)) return absl::OkStatus();
   OneOp op;
-  std::vector<const Tensor*> matrices;
+  std::vector<const Tensor*> weights;
   TESSERA_RETURN_IF_ERROR(Prepare(
       device,
       [&](Context& ctx) -> absl::StatusOr<Tensor*> {
-        TESSERA_ASSIGN_OR_RETURN(Tensor * x, ctx.NewTensor(Type::kF32, {kK, 1}));
+        TESSERA_ASSIGN_OR_RETURN(Tensor * x,
+                                 ctx.NewTensor(Type::kF32, {kMulMatK, n}));
         Tensor* sum = nullptr;
-        for (int64_t i = 0; i < count; ++i) {
-          TESSERA_ASSIGN_OR_RETURN(Tensor * w, ctx.NewTensor(type, {kK, kM}));
-          matrices.push_back(w);
+        for (int64_t i = 0; i < copies; ++i) {
+          TESSERA_ASSIGN_OR_RETURN(Tensor * w,
+                                   ctx.NewTensor(type, {kMulMatK, kMulMatM}));
+          weights.push_back(w);
           TESSERA_ASSIGN_OR_RETURN(Tensor * y, MulMat(ctx, w, x));
           if (sum == nullptr) {
             sum = y;
@@ -594,15 +549,45 @@ absl::Status MulMatInMemoryCase(CpuDevice& device, Stream& stream,
         }
         return sum;
       },
-      op, /*repeat=*/true));
-  std::vector<Read::Range> weights;
-  for (const Tensor* w : matrices) weights.push_back({w->data, w->NumBytes()});
-  TESSERA_ASSIGN_OR_RETURN(
-      ReadBound t, TimeAgainstRead(stream, op, weights, lim.threads));
-  const double flops = 2.0 * kM * kK * count / t.seconds;
-  const double bytes_per_s = static_cast<double>(matrix) * count / t.seconds;
-  PrintRow(name, t.seconds, flops / 1e9, bytes_per_s / 1e9,
-           bytes_per_s / t.read_bytes_per_s, "read", 0);
+      op, /*repeat=*/copies > 1));
+  std::vector<Read::Range> ranges;
+  size_t bytes = 0;
+  for (const Tensor* w : weights) {
+    ranges.push_back({w->data, w->NumBytes()});
+    bytes += w->NumBytes();
+  }
+  // Against OpenBLAS at the one-matrix shape it was timed at (0: none).
+  auto vs_sgemm = [&](double flops) {
+    return copies == 1 ? flops / lim.Sgemm(n) : 0;
+  };
+  if (n == 1) {
+    // Memory-bound: the weights read once.
+    TESSERA_ASSIGN_OR_RETURN(
+        ReadBound t, TimeAgainstRead(stream, op, std::move(ranges), lim.threads));
+    const double flops = 2.0 * kMulMatM * kMulMatK * copies / t.seconds;
+    const double bytes_per_s = bytes / t.seconds;
+    PrintRow(name, t.seconds, flops / 1e9, bytes_per_s / 1e9,
+             bytes_per_s / t.read_bytes_per_s, "read", vs_sgemm(flops));
+    return absl::OkStatus();
+  }
+  TESSERA_ASSIGN_OR_RETURN(double seconds, TimeGraph(stream, op));
+  const double flops = 2.0 * kMulMatM * n * kMulMatK * copies / seconds;
+  const double bytes_per_s = bytes / seconds;
+  if (lim.amx.int8_ops > 0 && n >= kMinTileCols &&
+             (type == Type::kBF16 || type == Type::kF16 ||
+              type == Type::kQ8_0 || type == Type::kQ4_0)) {
+    const double peak = type == Type::kBF16 || type == Type::kF16
+                            ? lim.amx.bf16_flops
+                            : lim.amx.int8_ops;
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9, flops / peak,
+             "amx", vs_sgemm(flops));
+  } else if (lim.bf16_flops > 0 && n >= kMinTileCols && type == Type::kBF16) {
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
+             flops / lim.bf16_flops, "bf16", vs_sgemm(flops));
+  } else {
+    PrintRow(name, seconds, flops / 1e9, bytes_per_s / 1e9,
+             flops / lim.fma_flops, "fma", vs_sgemm(flops));
+  }
   return absl::OkStatus();
 }
 
@@ -803,8 +788,14 @@ absl::Status Main(int threads, SimdLevel simd, std::string_view only) {
     for (int64_t n : {1, 8, 512}) {
       TESSERA_RETURN_IF_ERROR(MulMatCase(device, *stream, lim, only, type, n));
     }
-    TESSERA_RETURN_IF_ERROR(
-        MulMatInMemoryCase(device, *stream, lim, only, type));
+    // n=1 again from memory, where one matrix is 64 MiB or less: copies
+    // of it make 256 MiB or more, more than any cache holds.
+    constexpr size_t kInMemory = size_t{256} << 20;
+    const size_t matrix = RowSize(type, kMulMatK) * kMulMatM;
+    if (matrix <= kInMemory / 4) {
+      TESSERA_RETURN_IF_ERROR(MulMatCase(device, *stream, lim, only, type, 1,
+                                         (kInMemory + matrix - 1) / matrix));
+    }
   }
   TESSERA_RETURN_IF_ERROR(
       MemoryCase(device, *stream, lim, only, "ADD f32 [4096,4096]",
