@@ -142,13 +142,9 @@ struct MarkedRows {
 // them.
 void PrefetchRows(const Tensor& t, int64_t j0, int64_t n, int64_t head,
                   int64_t batch) {
-  const size_t bytes = RowSize(t.type, t.ne[0]);
+  const int64_t bytes = static_cast<int64_t>(RowSize(t.type, t.ne[0]));
   for (int64_t j = j0; j < j0 + n; ++j) {
-    const uintptr_t row = reinterpret_cast<uintptr_t>(At(t, j, head, batch));
-    for (uintptr_t line = row & ~uintptr_t{63}; line < row + bytes;
-         line += 64) {
-      __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
-    }
+    PrefetchBytes(At(t, j, head, batch), bytes);
   }
 }
 

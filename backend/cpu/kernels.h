@@ -18,6 +18,16 @@ namespace tessera {
 // streams, into the outer caches (see kernels_generic.inc).
 inline constexpr int64_t kWeightPrefetchBytes = 16384;
 
+// Asks the outer caches (every level but L1) for the cache lines that hold
+// bytes [p, p + bytes).
+inline void PrefetchBytes(const void* p, int64_t bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
+  for (uintptr_t line = begin & ~uintptr_t{63};
+       line < begin + static_cast<uintptr_t>(bytes); line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+  }
+}
+
 // Activations quantized for the products of 32-value blocks (Q8_0, Q4_0,
 // Q4_1, Q5_0, Q5_1). A row of k floats
 // (k a multiple of 32, nb = k / 32 blocks) becomes, in ActRowBytes(k) bytes:
